@@ -1,0 +1,188 @@
+"""The base class shared by all alignment attention layers, and ``masked_softmax``."""
+
+import keras
+from keras import ops
+
+from zoo.registry import Registry
+
+ATTENTIONS = Registry("attention")
+
+
+def register_attention(name, kind="alignment"):
+    """Registers an attention layer class (or builder) under ``name``.
+
+    ``kind="alignment"`` marks layers that keep the alignment-attention contract
+    (``layer(query, value, key=None, ...)``) and so plug into RNN decoders.
+    """
+    return ATTENTIONS.register(name, kind=kind)
+
+
+def large_negative(dtype):
+    """The masking constant for ``dtype``: -65504 for float16, -1e9 otherwise."""
+    return -65504.0 if str(dtype) == "float16" else -1e9
+
+
+def masked_softmax(scores, mask=None, axis=-1):
+    """Softmax of ``scores`` over ``axis`` where ``mask`` (bool, True = attend) is True.
+
+    Masked positions get exactly 0 weight, and a row with nothing to attend to gets all
+    zeros (not NaN, not a uniform distribution).
+
+    Args:
+        scores: float tensor, e.g. ``[B, Tq, Tv]`` or ``[B, H, Tq, Tv]``.
+        mask: optional bool tensor broadcastable to ``scores``.
+        axis: the axis to normalize over.
+
+    Returns:
+        Weights of the shape of ``scores``.
+
+    Example:
+        >>> import numpy as np
+        >>> w = masked_softmax(np.array([[1.0, 2.0, 3.0]]), np.array([[True, True, False]]))
+        >>> np.round(keras.ops.convert_to_numpy(w), 3).tolist()
+        [[0.269, 0.731, 0.0]]
+    """
+    scores = ops.convert_to_tensor(scores)
+    if mask is None:
+        return ops.softmax(scores, axis=axis)
+    mask = ops.cast(mask, "bool")
+    scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
+    weights = ops.softmax(scores, axis=axis)
+    return weights * ops.cast(mask, weights.dtype)
+
+
+def causal_mask(tq, tv):
+    """``[Tq, Tv]`` bool mask, aligned bottom-right: query i may see keys j <= i + (Tv - Tq).
+
+    For ``Tq == Tv`` this is the usual lower-triangular mask; for ``Tq < Tv`` the queries are
+    the last ``Tq`` positions (incremental decoding with a key/value cache).
+    """
+    rows = ops.expand_dims(ops.arange(tq), 1)
+    cols = ops.expand_dims(ops.arange(tv), 0)
+    return cols <= rows + (tv - tq)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BaseAttention(keras.layers.Layer):
+    """Base class of alignment attention: masking, softmax, dropout, weighted sum.
+
+    A subclass supplies a scoring function and, optionally, a key preparation that is
+    computed once per source sequence (``prepare_key``), which is what makes step-by-step
+    decoding cheap: an RNN decoder calls ``prepare_key`` once and ``attend`` per step.
+
+    Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` value (source) steps, ``H`` heads.
+
+    Args:
+        dropout: float in [0, 1), dropout rate applied to the attention weights in training.
+        **kwargs: standard ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        query: ``[B, Tq, Dq]``.
+        value: ``[B, Tv, Dv]``.
+        key: optional ``[B, Tv, Dk]``; defaults to ``value``.
+        query_mask: optional bool ``[B, Tq]``, True = a real query step.
+        value_mask: optional bool ``[B, Tv]``, True = attend to this position.
+        key_mask: optional bool ``[B, Tv]``, combined with ``value_mask``.
+        attention_mask: optional bool ``[B, Tq, Tv]``.
+        use_causal_mask: bool, query i attends only to keys j <= i (aligned bottom-right).
+        return_attention_scores: bool, also return the attention weights.
+        training: bool, dropout on the weights when True.
+
+    Returns:
+        ``output [B, Tq, Dv]``, or ``(output, weights [B, Tq, Tv])`` with
+        ``return_attention_scores=True``. Weights are after softmax and before dropout;
+        masked positions have exactly 0 weight; a query with nothing to attend to gets a 0
+        output row.
+    """
+
+    def __init__(self, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                "Received an invalid value for argument `dropout`, expected a float in [0, 1). "
+                f"Received: dropout={dropout}"
+            )
+        self.dropout = float(dropout)
+        self.supports_masking = True
+
+    # -- hooks for subclasses -------------------------------------------------------------
+    def build_scoring(self, query_shape, key_shape):
+        """Creates the scoring function's weights. Default: none."""
+
+    def prepare_key(self, key):
+        """Work on the keys that does not depend on the query (e.g. ``U_a h_j``). Default: identity."""
+        return key
+
+    def score(self, query, prepared_key):
+        """Unnormalized scores ``[B, Tq, Tv]`` from ``query [B, Tq, Dq]`` and prepared keys."""
+        raise NotImplementedError
+
+    # -- shared machinery -------------------------------------------------------------------
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self.build_scoring(query_shape, key_shape)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, name="weights_dropout", dtype=self.dtype_policy)
+        self.built = True
+
+    def combine_masks(self, query, value, query_mask=None, value_mask=None, key_mask=None,
+                      attention_mask=None, use_causal_mask=False):
+        """One bool mask ``[B, Tq, Tv]`` (or None) from all the mask arguments."""
+        mask = None
+
+        def _and(a, b):
+            return b if a is None else ops.logical_and(a, b)
+
+        for m in (value_mask, key_mask):
+            if m is not None:
+                mask = _and(mask, ops.expand_dims(ops.cast(m, "bool"), -2))
+        if query_mask is not None:
+            mask = _and(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+        if attention_mask is not None:
+            mask = _and(mask, ops.cast(attention_mask, "bool"))
+        if use_causal_mask:
+            tq, tv = ops.shape(query)[-2], ops.shape(value)[-2]
+            mask = _and(mask, ops.expand_dims(causal_mask(tq, tv), 0))
+        if mask is not None:
+            batch = ops.shape(query)[0]
+            mask = ops.broadcast_to(mask, (batch, ops.shape(query)[-2], ops.shape(value)[-2]))
+        return mask
+
+    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
+        """Attention with keys already passed through ``prepare_key``; ``mask`` is ``[B, Tq, Tv]``."""
+        scores = self.score(query, prepared_key)
+        weights = masked_softmax(scores, mask)
+        dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
+        output = ops.matmul(ops.cast(dropped, value.dtype), value)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, use_causal_mask=False, return_attention_scores=False, training=None):
+        key = value if key is None else key
+        mask = self.combine_masks(query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
+        return self.attend(query, value, self.prepare_key(key), mask=mask,
+                           return_attention_scores=return_attention_scores, training=training)
+
+    def compute_mask(self, query, previous_mask=None):
+        # The output has one row per query step: it carries the query's mask.
+        return previous_mask
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return (*query_shape[:-1], value_shape[-1])
+
+    def compute_output_spec(self, query, value, key=None, *, return_attention_scores=False, **kwargs):
+        # Symbolic (keras.Input) calls: also give the `(output, scores)` pair when asked, not
+        # only the output. Scores are [B, Tq, Tv]; multi-head layers override this.
+        key_shape = None if key is None else key.shape
+        output = keras.KerasTensor(self.compute_output_shape(query.shape, value.shape, key_shape),
+                                   dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        scores = keras.KerasTensor((*query.shape[:-1], value.shape[-2]), dtype=self.compute_dtype)
+        return output, scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout})
+        return config

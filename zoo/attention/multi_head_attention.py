@@ -1,0 +1,141 @@
+"""Multi-head attention, written on ``BaseAttention``."""
+
+import math
+
+import keras
+from keras import ops
+
+from zoo.attention import _validation
+from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
+
+SCORINGS = ("scaled_dot", "dot")
+
+
+@register_attention("multi_head")
+@keras.saving.register_keras_serializable(package="zoo")
+class MultiHeadAttention(BaseAttention):
+    """Multi-head attention of Vaswani et al. (2017) with per-head projections.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O``,
+    ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` (Vaswani et al. 2017, sec. 3.2.2), with
+    ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` (eq. 1) for ``scoring="scaled_dot"``
+    or ``softmax(Q K^T) V`` for ``scoring="dot"``.
+
+    The projections have the layout of ``keras.layers.MultiHeadAttention`` (kernels
+    ``[D, H, d_k]``, ``[H, d_v, D_out]``, biases ``[H, d_k]``, ``[D_out]``), so weights copy
+    across and the two layers give the same numbers. ``prepare_key`` computes ``K W^K`` (and
+    the ``1/sqrt(d_k)`` factor) once per source sequence; ``V W^V`` is computed in ``attend``.
+
+    Differences from ``keras.layers.MultiHeadAttention``: a query with nothing to attend to
+    (all keys masked, or masked by ``query_mask``) gives a 0 output row, where the Keras layer
+    gives the output bias; the causal mask is aligned bottom-right (``Tq < Tv`` means the
+    queries are the last ``Tq`` positions), which is the same as Keras when ``Tq == Tv``.
+
+    Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` source steps, ``H`` heads, ``D`` model
+    features, ``d_k``/``d_v`` per-head key/value sizes.
+    Cost: projections ``O(B (Tq + Tv) D H d_k)``, scores ``O(B H Tq Tv d_k)`` time and
+    ``O(B H Tq Tv)`` memory.
+
+    Args:
+        num_heads: positive int, the number of heads ``H``.
+        key_dim: positive int or None, per-head query/key size ``d_k``; None means
+            ``max(1, Dq // num_heads)`` (``d_k = d_model / h`` in the paper).
+        value_dim: positive int or None, per-head value size ``d_v``; None means ``key_dim``.
+        output_dim: positive int or None, the output feature size; None means the query's.
+        use_bias: bool, biases in the four projections.
+        scoring: per-head score function, ``"scaled_dot"`` or ``"dot"``.
+        dropout: float in [0, 1), dropout rate on the attention weights in training.
+        **kwargs: standard ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        See ``BaseAttention``: ``(query [B, Tq, Dq], value [B, Tv, Dv], key=None [B, Tv, Dk],
+        *, query_mask, value_mask, attention_mask, use_causal_mask, return_attention_scores,
+        training)``.
+
+    Returns:
+        ``output [B, Tq, D_out]``, or ``(output, weights [B, H, Tq, Tv])`` with
+        ``return_attention_scores=True`` (after softmax, before dropout).
+
+    Example:
+        >>> import numpy as np
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=3)
+        >>> out, w = layer(np.ones((2, 4, 6)), np.ones((2, 5, 8)), return_attention_scores=True)
+        >>> tuple(out.shape), tuple(w.shape)
+        ((2, 4, 6), (2, 2, 4, 5))
+
+    References:
+        Vaswani et al. Attention Is All You Need. NeurIPS 2017, sec. 3.2.2.
+        https://arxiv.org/abs/1706.03762
+    """
+
+    def __init__(self, num_heads=2, key_dim=None, value_dim=None, output_dim=None, use_bias=True,
+                 scoring="scaled_dot", dropout=0.0, **kwargs):
+        super().__init__(dropout=dropout, **kwargs)
+        self.num_heads = _validation.positive_int("num_heads", num_heads)
+        self.key_dim = _validation.positive_int("key_dim", key_dim, allow_none=True)
+        self.value_dim = _validation.positive_int("value_dim", value_dim, allow_none=True)
+        self.output_dim = _validation.positive_int("output_dim", output_dim, allow_none=True)
+        self.use_bias = _validation.boolean("use_bias", use_bias)
+        self.scoring = _validation.choice("scoring", scoring, SCORINGS)
+
+    def _dense(self, equation, output_shape, bias_axes, name):
+        return keras.layers.EinsumDense(equation, output_shape=output_shape,
+                                        bias_axes=bias_axes if self.use_bias else None,
+                                        name=name, dtype=self.dtype_policy)
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self.head_key_dim = self.key_dim or max(1, query_shape[-1] // self.num_heads)
+        self.head_value_dim = self.value_dim or self.head_key_dim
+        super().build(query_shape, value_shape, key_shape)  # build_scoring + weights dropout
+        self.value_dense = self._dense("abc,cde->abde", (None, self.num_heads, self.head_value_dim), "de",
+                                       "value")
+        self.value_dense.build(value_shape)
+        self.output_dense = self._dense("abcd,cde->abe", (None, self.output_dim or query_shape[-1]), "e",
+                                        "attention_output")
+        self.output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.head_value_dim))
+
+    def build_scoring(self, query_shape, key_shape):
+        shape = (None, self.num_heads, self.head_key_dim)
+        self.query_dense = self._dense("abc,cde->abde", shape, "de", "query")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._dense("abc,cde->abde", shape, "de", "key")
+        self.key_dense.build(key_shape)
+
+    def prepare_key(self, key):
+        key = self.key_dense(key)  # K W^K: [B, Tv, H, d_k]
+        if self.scoring == "scaled_dot":
+            key = key * ops.cast(1.0 / math.sqrt(self.head_key_dim), key.dtype)
+        return key
+
+    def score(self, query, prepared_key):
+        return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
+
+    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
+        scores = self.score(query, prepared_key)
+        head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
+        weights = masked_softmax(scores, head_mask)
+        dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
+        heads = ops.einsum("bhqk,bkhd->bqhd", dropped, self.value_dense(value))  # [B, Tq, H, d_v]
+        output = self.output_dense(heads)
+        if mask is not None:  # nothing to attend to -> 0, not the output bias
+            output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def compute_output_spec(self, query, value, key=None, *, return_attention_scores=False, **kwargs):
+        output = keras.KerasTensor(self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        scores = (query.shape[0], self.num_heads, query.shape[-2], value.shape[-2])
+        return output, keras.KerasTensor(scores, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_heads": self.num_heads, "key_dim": self.key_dim, "value_dim": self.value_dim,
+                       "output_dim": self.output_dim, "use_bias": self.use_bias, "scoring": self.scoring})
+        return config

@@ -1,0 +1,99 @@
+"""``Task``: text splits + tokenizers; ``make_dataset``: a batched, bucketed tf.data pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from zoo.data import dates
+from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, fit_tokenizer
+from zoo.registry import Registry
+
+DATASETS = Registry("data")
+
+
+@dataclasses.dataclass
+class Task:
+    """A sequence-to-sequence task: text splits and the tokenizers for both sides."""
+
+    name: str
+    splits: Dict[str, Tuple[List[str], List[str]]]
+    source_tokenizer: object
+    target_tokenizer: object
+    max_source_length: int  # in tokens, <eos> included; longer inputs are truncated
+    max_target_length: int  # in tokens, <eos> included; decoding stops there
+    metric: str = "exact_match"
+
+    def stats(self) -> Dict[str, float]:
+        out = {"source_vocab_size": self.source_tokenizer.vocab_size,
+               "target_vocab_size": self.target_tokenizer.vocab_size}
+        for split, (src, _) in self.splits.items():
+            out[f"{split}_examples"] = len(src)
+        return out
+
+
+@DATASETS.register("dates")
+def dates_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, max_year=2049,
+               seed=0, lowercase=True, tokenizer="char", **_):
+    splits = dates.splits(train_size, val_size, test_size, seed=seed, min_year=min_year, max_year=max_year)
+    train_src, train_tgt = splits["train"]
+    src_tok = fit_tokenizer(tokenizer, train_src, lowercase=lowercase, name="source_tokenizer")
+    tgt_tok = fit_tokenizer(tokenizer, train_tgt, lowercase=lowercase, name="target_tokenizer")
+    longest_src = max(len(s) for sources, _ in splits.values() for s in sources)
+    return Task("dates", splits, src_tok, tgt_tok,
+                max_source_length=longest_src + 1 + 8,  # <eos> and some slack for unseen inputs
+                max_target_length=len("yyyy-mm-dd") + 1)
+
+
+def load_task(data_cfg) -> Task:
+    """Builds the task named ``data_cfg.name`` with the rest of ``data_cfg`` as arguments."""
+    cfg = dict(data_cfg)
+    name = cfg.pop("name")
+    return DATASETS.create(name, **cfg)
+
+
+def encode(task: Task, split: str) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """Token ids of a split: sources end with <eos>, targets are <bos> ... <eos>."""
+    sources, targets = task.splits[split]
+    src = task.source_tokenizer.tokenize(tf.constant(sources))[:, : task.max_source_length - 1]
+    tgt = task.target_tokenizer.tokenize(tf.constant(targets))[:, : task.max_target_length - 1]
+    batch = tf.shape(src.row_lengths())[0]
+    eos = tf.fill([batch, 1], tf.constant(EOS_ID, tf.int64))
+    bos = tf.fill([batch, 1], tf.constant(BOS_ID, tf.int64))
+    src = tf.concat([src, eos], axis=1)
+    tgt = tf.concat([bos, tgt, eos], axis=1)
+    return src, tgt
+
+
+def make_dataset(task: Task, split: str, batch_size: int, shuffle: bool = False, seed: int = 0,
+                 bucket_boundaries=None) -> tf.data.Dataset:
+    """``((source, target_in), target_out)`` batches, padded with 0 to the batch's longest.
+
+    Training batches are bucketed by source length so little compute goes to padding.
+    """
+    src, tgt = encode(task, split)
+    ds = tf.data.Dataset.from_tensor_slices((tf.cast(src, tf.int32), tf.cast(tgt, tf.int32)))
+    ds = ds.cache()
+    if shuffle:
+        ds = ds.shuffle(len(task.splits[split][0]), seed=seed, reshuffle_each_iteration=True)
+
+    def to_example(s, t):
+        return (s, t[:-1]), t[1:]
+
+    ds = ds.map(to_example, num_parallel_calls=tf.data.AUTOTUNE)
+    if shuffle and bucket_boundaries:
+        ds = ds.bucket_by_sequence_length(
+            lambda x, y: tf.shape(x[0])[0], bucket_boundaries=list(bucket_boundaries),
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1), pad_to_bucket_boundary=False)
+    else:
+        ds = ds.padded_batch(batch_size, padding_values=((PAD_ID, PAD_ID), PAD_ID))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def target_token_count(task: Task, split: str) -> int:
+    """Number of target tokens the loss sees in one pass over ``split`` (<eos> included)."""
+    _, tgt = encode(task, split)
+    return int(np.sum(tgt.row_lengths().numpy() - 1))

@@ -1,0 +1,1 @@
+"""Export: the SavedModel translator (strings in, strings + attention out) and the pyfunc."""

@@ -1,0 +1,76 @@
+"""``Translator``: the exported ``tf.Module``: raw strings in, translations and attention out.
+
+Tokenization (tensorflow-text), vocabulary lookup and greedy decoding all run inside the
+graph, so the SavedModel needs only ``tensorflow`` and ``tensorflow_text`` to load and run.
+"""
+
+import os
+
+import tensorflow as tf
+
+from zoo.data.tokenizers import EOS_ID, PAD_ID
+from zoo.decoding import greedy_decode
+
+STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
+
+
+class Translator(tf.Module):
+    """Wraps a trained ``Seq2SeqModel`` and the task's tokenizers.
+
+    ``translate(strings [B])`` -> dict:
+      - ``text [B]`` string: the detokenized translation;
+      - ``attention [B, T_out, T_in]`` float32: cross-attention of each output token;
+      - ``source_tokens [B, T_in]`` string: the input tokens the model saw (``<eos>`` last),
+        padded with "";
+      - ``target_tokens [B, T_out]`` string: the output tokens (``<eos>`` last when
+        produced), padded with "".
+    Inputs longer than ``max_source_length - 1`` tokens are truncated; outputs are at most
+    ``max_target_length`` tokens.
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, max_source_length, max_target_length):
+        super().__init__(name="translator")
+        self.model = model.ensure_built()
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_source_length = int(max_source_length)
+        self.max_target_length = int(max_target_length)
+        self.translate = tf.function(self._translate, input_signature=[STRINGS])
+        self.serving_default = tf.function(self._translate, input_signature=[STRINGS])
+
+    def _translate(self, inputs):
+        tokens = self.source_tokenizer.split(inputs)[:, : self.max_source_length - 1]
+        rows = tf.shape(tokens.row_lengths())[0]
+        tokens = tf.concat([tokens, tf.fill([rows, 1], "<eos>")], axis=1)
+        source_ids = self.source_tokenizer.lookup(tokens).to_tensor(default_value=PAD_ID)
+        ids, attention, lengths = greedy_decode(self.model, source_ids, self.max_target_length)
+        target_tokens = tf.where(tf.sequence_mask(lengths, tf.shape(ids)[1]),
+                                 self.target_tokenizer.id_to_token(ids), "")
+        return {
+            "text": self.target_tokenizer.detokenize(ids),
+            "attention": attention,
+            "source_tokens": tokens.to_tensor(default_value=""),
+            "target_tokens": target_tokens,
+        }
+
+    def save(self, directory, config_yaml=None):
+        """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
+        tf.saved_model.save(self, directory, signatures={"serving_default": self.serving_default,
+                                                         "translate": self.translate})
+        if config_yaml is not None:
+            extra = os.path.join(directory, "assets.extra")
+            os.makedirs(extra, exist_ok=True)
+            with open(os.path.join(extra, "config.yaml"), "w", encoding="utf-8") as f:
+                f.write(config_yaml)
+        return directory
+
+
+def translate_batched(translate_fn, sentences, batch_size=256):
+    """Runs ``translate_fn`` over ``sentences`` in batches; returns lists of numpy outputs."""
+    out = {"text": [], "attention": [], "source_tokens": [], "target_tokens": []}
+    for start in range(0, len(sentences), batch_size):
+        result = translate_fn(tf.constant(list(sentences[start:start + batch_size])))
+        out["text"].extend(t.decode("utf-8") for t in result["text"].numpy())
+        for key in ("attention", "source_tokens", "target_tokens"):
+            out[key].extend(list(result[key].numpy()))
+    return out

@@ -1,0 +1,7 @@
+"""MLflow: tracking URI, run lifecycle (FAILED/KILLED on errors), params, tags, artifacts."""
+
+from zoo.tracking.runs import (
+    git_commit, log_config, mlflow_run, resolve_tracking_uri, ui_command,
+)
+
+__all__ = ["git_commit", "log_config", "mlflow_run", "resolve_tracking_uri", "ui_command"]

@@ -1,0 +1,175 @@
+"""The training job behind ``python train.py``: ``train(cfg) -> metrics``."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from zoo.config import attention_config, quiet_tensorflow, validate_train
+
+PYFUNC_REQUIREMENTS = ["tensorflow==2.21.0", "tensorflow-text==2.21.1", "mlflow==3.17.2", "pandas"]
+
+
+def _resolve(cfg: DictConfig) -> DictConfig:
+    """A resolved copy with the attention's full hyperparameters filled in from conf/attention."""
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    if cfg.model.get("attention") is not None:
+        options = OmegaConf.to_container(cfg.model.attention_options) if cfg.model.get("attention_options") else {}
+        merged = attention_config(cfg.model.attention, options)
+        with open_dict(cfg):
+            cfg.model.attention_options = {k: v for k, v in merged.items() if k not in ("name", "kind")}
+    OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def build_model(cfg: DictConfig, task):
+    import zoo.models
+
+    kwargs = OmegaConf.to_container(cfg.model, resolve=True)
+    name = kwargs.pop("name")
+    model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
+                              target_vocab_size=task.target_tokenizer.vocab_size, **kwargs)
+    return model.ensure_built()
+
+
+def _write_predictions(path: Path, sources, references, hypotheses) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["source", "reference", "hypothesis", "correct"])
+        for s, r, h in zip(sources, references, hypotheses):
+            writer.writerow([s, r, h, int(s is not None and r == h)])
+
+
+def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir):
+    """Logs ``<split>_*`` metrics, signatures, predictions.csv and attention heatmaps to the active run."""
+    import mlflow
+
+    from zoo.plots import attention_heatmap
+
+    mlflow.log_metrics({f"{split_name}_{k}": v for k, v in metrics.items()})
+    mlflow.set_tags({f"zoo.{k}": v for k, v in signatures.items()})
+    pred_path = Path(workdir) / "predictions.csv"
+    _write_predictions(pred_path, sources[:n_predictions], references[:n_predictions], outputs["text"][:n_predictions])
+    mlflow.log_artifact(str(pred_path))
+    plot_dir = Path(workdir) / "attention"
+    plot_dir.mkdir(exist_ok=True)
+    for i in range(min(n_plots, len(sources))):
+        attention_heatmap(outputs["attention"][i], outputs["source_tokens"][i], outputs["target_tokens"][i],
+                          str(plot_dir / f"{split_name}_{i:02d}.png"),
+                          title=f"{sources[i]!r} -> {outputs['text'][i]!r} (ref {references[i]!r})")
+    if n_plots:
+        mlflow.log_artifacts(str(plot_dir), "attention")
+
+
+def train(cfg: DictConfig) -> Dict[str, float]:
+    """Trains ``cfg.model`` on ``cfg.data``, tracks everything in MLflow, exports a SavedModel.
+
+    Returns the final metrics (``test_exact_match``, ``test_bleu``, ...) plus ``run_id``.
+    """
+    validate_train(cfg)
+    cfg = _resolve(cfg)
+    quiet_tensorflow()
+    import keras
+    import mlflow
+    import tensorflow as tf
+
+    from zoo.data import load_task, make_dataset
+    from zoo.data.task import target_token_count
+    from zoo.evaluation import score_split
+    from zoo.export.translator import Translator
+    from zoo.tracking import log_config, mlflow_run, resolve_tracking_uri, ui_command
+    from zoo.training.callbacks import EpochMetrics
+
+    keras.utils.set_random_seed(int(cfg.seed))
+    started = time.perf_counter()
+    task = load_task(cfg.data)
+    model = build_model(cfg, task)
+    t = cfg.trainer
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=float(cfg.optimizer.learning_rate),
+                                        clipnorm=float(t.clipnorm) if t.clipnorm else None),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        jit_compile=bool(t.jit_compile),
+    )
+    max_target_length = int(cfg.decoding.max_length or task.max_target_length)
+    translator = Translator(model, task.source_tokenizer, task.target_tokenizer,
+                            task.max_source_length, max_target_length)
+    train_ds = make_dataset(task, "train", int(t.batch_size), shuffle=True, seed=int(cfg.seed),
+                            bucket_boundaries=t.bucket_boundaries)
+    val_ds = make_dataset(task, "val", int(t.batch_size))
+    train_batches = math.ceil(len(task.splits["train"][0]) / int(t.batch_size))
+    tokens_per_epoch = target_token_count(task, "train")
+    if t.steps_per_epoch:
+        tokens_per_epoch *= min(1.0, int(t.steps_per_epoch) / train_batches)
+        train_ds = train_ds.repeat()
+
+    val_sources, val_references = task.splits["val"]
+
+    def val_metrics():
+        metrics, _, _ = score_split(translator.translate, val_sources, val_references)
+        return {task.metric: metrics[task.metric]}
+
+    uri = resolve_tracking_uri(cfg.tracking.uri)
+    with mlflow_run(uri, cfg.tracking.experiment, run_name=cfg.tracking.run_name) as run:
+        run_id = run.info.run_id
+        print(f"MLflow run {run_id} in {uri}", flush=True)
+        log_config(cfg)
+        mlflow.log_params({f"stats.{k}": v for k, v in task.stats().items()})
+        mlflow.log_metric("num_params", model.count_params())
+        epoch_metrics = EpochMetrics(val_metrics, tokens_per_epoch)
+        callbacks = [epoch_metrics]
+        if t.early_stopping_patience:
+            callbacks.append(keras.callbacks.EarlyStopping(monitor="val_loss", patience=int(t.early_stopping_patience),
+                                                           restore_best_weights=True))
+        fit_started = time.perf_counter()
+        model.fit(train_ds, validation_data=val_ds, epochs=int(t.epochs),
+                  steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None,
+                  callbacks=callbacks, verbose=int(t.verbose))
+        train_seconds = time.perf_counter() - fit_started
+
+        test_sources, test_references = task.splits["test"]
+        metrics, signatures, outputs = score_split(translator.translate, test_sources, test_references)
+        with tempfile.TemporaryDirectory() as workdir:
+            log_outputs("test", test_sources, test_references, metrics, signatures, outputs,
+                        int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir)
+            saved_dir = os.path.join(workdir, "saved_model")
+            translator.save(saved_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+            mlflow.log_artifacts(saved_dir, "saved_model")
+            vocab_dir = Path(workdir) / "vocab"
+            vocab_dir.mkdir()
+            for side, tok in (("source", task.source_tokenizer), ("target", task.target_tokenizer)):
+                (vocab_dir / f"{side}.txt").write_text("\n".join(tok.vocabulary) + "\n", encoding="utf-8")
+            mlflow.log_artifacts(str(vocab_dir), "vocab")
+            if cfg.tracking.log_pyfunc:
+                log_pyfunc(saved_dir)
+        total_seconds = time.perf_counter() - started
+        mlflow.log_metrics({"train_seconds": train_seconds, "total_seconds": total_seconds,
+                            "epochs_trained": len(epoch_metrics.history)})
+
+    result = {f"test_{k}": v for k, v in metrics.items()}
+    result.update({"run_id": run_id, "train_seconds": train_seconds})
+    print(f"\ntest_{task.metric} = {metrics[task.metric]:.4f}   test_bleu = {metrics['bleu']:.2f}   "
+          f"({len(epoch_metrics.history)} epochs, {train_seconds:.0f} s training)")
+    print(f"MLflow run id: {run_id}")
+    print(f"Open the MLflow UI: {ui_command(uri)}", flush=True)
+    return result
+
+
+def log_pyfunc(saved_dir: str) -> None:
+    """Logs ``model/``: a pyfunc that serves the SavedModel (DataFrame ``source`` -> translations)."""
+    import mlflow
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    code = Path(__file__).resolve().parent.parent / "export" / "pyfunc_model.py"
+    signature = infer_signature(pd.DataFrame({"source": ["9 may 2018"]}), pd.Series(["2018-05-09"], name="translation"))
+    mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
+                            pip_requirements=PYFUNC_REQUIREMENTS, signature=signature)
