@@ -226,3 +226,7 @@ def exit_on_bad_command_line(config_name: str) -> None:
 def quiet_tensorflow() -> None:
     """Keep TensorFlow's C++ start-up chatter off the terminal (users may set their own level)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import logging
+
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    logging.getLogger("absl").setLevel(logging.WARNING)

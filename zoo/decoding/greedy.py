@@ -17,6 +17,7 @@ def greedy_decode(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_i
     """
     source = tf.cast(source, tf.int32)
     batch = tf.shape(source)[0]
+    model.ensure_built()
     memory = model.encode(source, training=False)
     state = model.initial_state(memory)
     max_length = tf.cast(max_length, tf.int32)

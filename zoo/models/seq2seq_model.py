@@ -52,6 +52,7 @@ class Seq2SeqModel(keras.Model):
 
     def teacher_forced(self, source, target_in, training=None):
         """``(logits [B, Tt, V], attention [B, Tt, Ts])`` with the true previous tokens as inputs."""
+        self.ensure_built()
         memory = self.encode(source, training=training)
         state = self.initial_state(memory)
         tokens = ops.transpose(target_in)  # time-major [Tt, B]

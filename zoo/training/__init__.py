@@ -1,5 +1,5 @@
 """``train(cfg) -> metrics``: data -> model -> fit -> test -> export -> MLflow."""
 
-from zoo.training.train import train
+from zoo.training.job import train
 
 __all__ = ["train"]

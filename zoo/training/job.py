@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Dict
 
@@ -40,35 +40,6 @@ def build_model(cfg: DictConfig, task):
     return model.ensure_built()
 
 
-def _write_predictions(path: Path, sources, references, hypotheses) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["source", "reference", "hypothesis", "correct"])
-        for s, r, h in zip(sources, references, hypotheses):
-            writer.writerow([s, r, h, int(s is not None and r == h)])
-
-
-def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir):
-    """Logs ``<split>_*`` metrics, signatures, predictions.csv and attention heatmaps to the active run."""
-    import mlflow
-
-    from zoo.plots import attention_heatmap
-
-    mlflow.log_metrics({f"{split_name}_{k}": v for k, v in metrics.items()})
-    mlflow.set_tags({f"zoo.{k}": v for k, v in signatures.items()})
-    pred_path = Path(workdir) / "predictions.csv"
-    _write_predictions(pred_path, sources[:n_predictions], references[:n_predictions], outputs["text"][:n_predictions])
-    mlflow.log_artifact(str(pred_path))
-    plot_dir = Path(workdir) / "attention"
-    plot_dir.mkdir(exist_ok=True)
-    for i in range(min(n_plots, len(sources))):
-        attention_heatmap(outputs["attention"][i], outputs["source_tokens"][i], outputs["target_tokens"][i],
-                          str(plot_dir / f"{split_name}_{i:02d}.png"),
-                          title=f"{sources[i]!r} -> {outputs['text'][i]!r} (ref {references[i]!r})")
-    if n_plots:
-        mlflow.log_artifacts(str(plot_dir), "attention")
-
-
 def train(cfg: DictConfig) -> Dict[str, float]:
     """Trains ``cfg.model`` on ``cfg.data``, tracks everything in MLflow, exports a SavedModel.
 
@@ -85,7 +56,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     from zoo.data.task import target_token_count
     from zoo.evaluation import score_split
     from zoo.export.translator import Translator
-    from zoo.tracking import log_config, mlflow_run, resolve_tracking_uri, ui_command
+    from zoo.tracking import log_config, log_outputs, mlflow_run, resolve_tracking_uri, ui_command
     from zoo.training.callbacks import EpochMetrics
 
     keras.utils.set_random_seed(int(cfg.seed))
@@ -128,11 +99,14 @@ def train(cfg: DictConfig) -> Dict[str, float]:
         callbacks = [epoch_metrics]
         if t.early_stopping_patience:
             callbacks.append(keras.callbacks.EarlyStopping(monitor="val_loss", patience=int(t.early_stopping_patience),
+                                                           min_delta=float(t.early_stopping_min_delta),
                                                            restore_best_weights=True))
         fit_started = time.perf_counter()
+        # Bucketed batches have no known count; Keras warns when it finds the end of epoch 1.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
         model.fit(train_ds, validation_data=val_ds, epochs=int(t.epochs),
                   steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None,
-                  callbacks=callbacks, verbose=int(t.verbose))
+                  callbacks=callbacks, verbose=int(t.verbose), shuffle=False)  # the pipeline shuffles
         train_seconds = time.perf_counter() - fit_started
 
         test_sources, test_references = task.splits["test"]
@@ -171,5 +145,7 @@ def log_pyfunc(saved_dir: str) -> None:
 
     code = Path(__file__).resolve().parent.parent / "export" / "pyfunc_model.py"
     signature = infer_signature(pd.DataFrame({"source": ["9 may 2018"]}), pd.Series(["2018-05-09"], name="translation"))
-    mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
-                            pip_requirements=PYFUNC_REQUIREMENTS, signature=signature)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # MLflow's hints about type hints and input examples
+        mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
+                                pip_requirements=PYFUNC_REQUIREMENTS, signature=signature)

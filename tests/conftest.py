@@ -1,0 +1,46 @@
+"""Shared fixtures: Hydra composition, a temporary MLflow store, quiet TensorFlow."""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def compose(overrides=(), config_name="train"):
+    """The config ``python train.py <overrides>`` would run with (Hydra's Compose API)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return hydra_compose(config_name=config_name, overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch):
+    """A fresh SQLite tracking store; returns its URI. The working directory is ``tmp_path``."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    return uri
+
+
+def run_python(args, cwd=None, env_extra=None, timeout=600):
+    """Runs ``python <args>`` in a subprocess with this interpreter; returns CompletedProcess."""
+    import subprocess
+
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)

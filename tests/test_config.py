@@ -1,0 +1,74 @@
+"""Bad command lines fail fast with one clear line; configs compose; registries match conf/."""
+
+import pytest
+
+from conftest import compose, run_python
+from zoo.config import ConfigError, attention_config, flatten, options, precheck, validate_train
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["model=nope"], "Unknown model 'nope'. Available: bahdanau"),
+    (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
+    (["data=fra"], "Unknown data 'fra'. Available: dates"),
+    (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
+    (["model.hidden_size=0"], "model.hidden_size=0 is not valid: expected a positive integer"),
+    (["-m", "model=bahdanau,nope"], "Unknown model 'nope'"),
+    (["+model.attention_options.bogus=1"], "Unknown option 'bogus' for attention 'additive'"),
+    (["model.attention=nope"], "model.attention=nope does not work with model bahdanau"),
+    (["seed=x"], "seed='x' is not valid: expected an integer"),
+])
+def test_precheck_names_the_value_and_the_fix(argv, expected):
+    message = precheck(argv)
+    assert message is not None and message.startswith(expected), message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("argv", [[], ["model=bahdanau"], ["debug=smoke", "optimizer.learning_rate=1e-3"],
+                                  ["+model.attention_options.units=16"], ["-m", "model=bahdanau", "seed=1,2"]])
+def test_precheck_accepts_good_command_lines(argv):
+    assert precheck(argv) is None
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["model=nope"], "error: Unknown model 'nope'. Available: bahdanau"),
+    (["trainer.epochs=abc"], "error: trainer.epochs='abc' is not valid: expected an integer (default: 20)."),
+])
+def test_train_py_exits_with_one_line_and_no_traceback(argv, expected):
+    result = run_python(["train.py", *argv])
+    assert result.returncode != 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert lines == [expected], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_evaluate_py_needs_a_run_or_a_directory(tmp_path):
+    result = run_python(["evaluate.py", f"saved_model={tmp_path}"], env_extra={
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+    assert result.returncode != 0
+    assert "is not a SavedModel directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_defaults_compose_and_validate():
+    cfg = compose([])
+    validate_train(cfg)
+    assert cfg.model.name == "bahdanau" and cfg.data.name == "dates"
+    flat = flatten(cfg)
+    assert flat["model.hidden_size"] == cfg.model.hidden_size and flat["trainer.epochs"] == cfg.trainer.epochs
+
+
+def test_validation_rejects_inconsistent_values():
+    cfg = compose(["optimizer.learning_rate=-1"])
+    with pytest.raises(ConfigError, match="optimizer.learning_rate=-1"):
+        validate_train(cfg)
+
+
+def test_every_registered_name_has_its_config_file():
+    import zoo.attention
+    import zoo.models
+
+    assert zoo.models.names() == options("model")
+    assert zoo.attention.names() == options("attention")
+    for name in zoo.attention.names():
+        cfg = attention_config(name)
+        assert cfg["name"] == name
+        zoo.attention.create(name, **{k: v for k, v in cfg.items() if k not in ("name", "kind")})

@@ -1,0 +1,175 @@
+"""The spine, end to end: train -> MLflow run -> SavedModel in a fresh process -> evaluate.py.
+
+One small real training run (a few thousand dates, ~half a minute) is shared by the tests.
+"""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, compose, run_python
+
+pytestmark = pytest.mark.slow
+
+OVERRIDES = [
+    "data.train_size=4000", "data.val_size=200", "data.test_size=200",
+    "model.embed_dim=16", "model.hidden_size=48", "trainer.epochs=4", "trainer.batch_size=64",
+    "trainer.verbose=0", "tracking.attention_plots=2", "tracking.predictions=200",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    import mlflow
+
+    from zoo.training import train
+
+    workdir = tmp_path_factory.mktemp("run")
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MLFLOW_TRACKING_URI", uri)
+    mp.chdir(workdir)
+    try:
+        result = train(compose(OVERRIDES))
+    finally:
+        mp.undo()
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient(uri)
+    artifacts = Path(mlflow.artifacts.download_artifacts(run_id=result["run_id"], dst_path=str(workdir / "artifacts"),
+                                                         tracking_uri=uri))
+    return {"result": result, "uri": uri, "client": client, "artifacts": artifacts, "workdir": workdir}
+
+
+def test_run_records_params_tags_metrics_and_artifacts(trained):
+    client, run_id = trained["client"], trained["result"]["run_id"]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["model.name"] == "bahdanau" and params["model.hidden_size"] == "48"
+    assert params["trainer.epochs"] == "4" and params["data.train_size"] == "4000"
+    assert params["model.attention_options.units"] == "null"  # the attention's full config is recorded
+    tags = run.data.tags
+    assert tags["zoo.model"] == "bahdanau" and tags["zoo.data"] == "dates"
+    assert "zoo.git_commit" in tags and "zoo.overrides" in tags
+    assert tags["zoo.bleu_signature"].startswith("nrefs:1")
+    epochs = int(run.data.metrics["epochs_trained"])
+    for key in ("train_loss", "val_loss", "val_exact_match", "train_tokens_per_sec"):
+        history = client.get_metric_history(run_id, key)
+        assert [m.step for m in history] == list(range(1, epochs + 1)), key
+        assert all(math.isfinite(m.value) for m in history)
+    losses = [m.value for m in client.get_metric_history(run_id, "train_loss")]
+    assert losses[-1] < losses[0]
+    metrics = run.data.metrics
+    assert metrics["test_exact_match"] == pytest.approx(trained["result"]["test_exact_match"])
+    assert 0.0 <= metrics["test_exact_match"] <= 1.0 and 0.0 <= metrics["test_bleu"] <= 100.0
+    assert metrics["val_exact_match"] > 0.2, "4 epochs on 4000 dates should learn something"
+
+    art = trained["artifacts"]
+    assert (art / "config.yaml").read_text().count("hidden_size: 48") == 1
+    assert (art / "saved_model" / "saved_model.pb").exists()
+    assert (art / "saved_model" / "assets.extra" / "config.yaml").exists()
+    assert len(list((art / "attention").glob("*.png"))) == 2
+    assert (art / "vocab" / "source.txt").read_text().splitlines()[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"]
+    rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
+    assert len(rows) == 200 and set(rows[0]) == {"source", "reference", "hypothesis", "correct"}
+    accuracy = sum(r["reference"] == r["hypothesis"] for r in rows) / len(rows)
+    assert accuracy == pytest.approx(metrics["test_exact_match"])
+
+
+def test_pyfunc_model_predicts_from_a_dataframe(trained):
+    import mlflow
+    import pandas as pd
+
+    rows = list(csv.DictReader(open(trained["artifacts"] / "predictions.csv", encoding="utf-8")))[:5]
+    model = mlflow.pyfunc.load_model(f"runs:/{trained['result']['run_id']}/model")
+    predictions = model.predict(pd.DataFrame({"source": [r["source"] for r in rows]}))
+    assert list(predictions) == [r["hypothesis"] for r in rows]
+
+
+FRESH_PROCESS = r"""
+import json, sys
+import tensorflow as tf, tensorflow_text
+assert not any(m == "zoo" or m.startswith("zoo.") for m in sys.modules)
+model = tf.saved_model.load(sys.argv[1])
+sources = json.load(open(sys.argv[2], encoding="utf-8"))
+out = model.translate(tf.constant(sources))
+serving = model.signatures["serving_default"](inputs=tf.constant(sources[:3]))
+print(json.dumps({
+    "text": [t.decode("utf-8") for t in out["text"].numpy()],
+    "shapes": {k: list(v.shape) for k, v in out.items()},
+    "dtypes": {k: v.dtype.name for k, v in out.items()},
+    "serving_text": [t.decode("utf-8") for t in serving["text"].numpy()],
+    "source_tokens_0": [t.decode("utf-8") for t in out["source_tokens"][0].numpy()],
+    "any_zoo": any(m == "zoo" or m.startswith("zoo.") for m in sys.modules),
+}))
+"""
+
+
+def test_saved_model_translates_in_a_fresh_process_like_the_in_memory_model(trained, tmp_path):
+    rows = list(csv.DictReader(open(trained["artifacts"] / "predictions.csv", encoding="utf-8")))[:100]
+    edge_cases = ["", "SATURDAY, 9 MAY 2018", "ǅ€😀\u200b\x00", "9 may 2018 " * 200]
+    sources = [r["source"] for r in rows] + edge_cases
+    (tmp_path / "sources.json").write_text(json.dumps(sources), encoding="utf-8")
+    script = tmp_path / "load.py"
+    script.write_text(FRESH_PROCESS, encoding="utf-8")
+    result = run_python(["-I", str(script), str(trained["artifacts"] / "saved_model"), str(tmp_path / "sources.json")],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not out["any_zoo"]
+    # The in-memory model wrote predictions.csv; the reloaded SavedModel must say the same.
+    assert out["text"][:100] == [r["hypothesis"] for r in rows]
+    assert out["serving_text"] == out["text"][:3]
+    n = len(sources)
+    b, t_out, t_in = out["shapes"]["attention"]
+    assert b == n and out["shapes"]["text"] == [n]
+    assert out["shapes"]["source_tokens"] == [n, t_in] and out["shapes"]["target_tokens"] == [n, t_out]
+    assert out["dtypes"]["attention"] == "float32" and out["dtypes"]["text"] == "string"
+    assert t_out <= 11 and t_in <= 64  # bounded by the configured maxima even for the 2,000-char input
+    assert out["source_tokens_0"][-1] == "<eos>" or "" in out["source_tokens_0"]
+
+
+def test_evaluate_py_reproduces_the_run_metric(trained):
+    client, run_id = trained["client"], trained["result"]["run_id"]
+    before = trained["result"]["test_exact_match"]
+    result = run_python([str(ROOT / "evaluate.py"), f"run_id={run_id}"], cwd=trained["workdir"],
+                        env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test_exact_match" in result.stdout
+    history = client.get_metric_history(run_id, "test_exact_match")
+    assert len(history) == 2  # training, then evaluate.py
+    assert abs(history[-1].value - before) <= 0.001
+
+
+def test_evaluate_py_on_a_bare_directory_logs_a_new_run(trained):
+    import mlflow
+
+    saved = trained["artifacts"] / "saved_model"
+    result = run_python([str(ROOT / "evaluate.py"), f"saved_model={saved}", "split=val"], cwd=trained["workdir"],
+                        env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
+    assert result.returncode == 0, result.stderr[-3000:]
+    mlflow.set_tracking_uri(trained["uri"])
+    runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"])
+    assert len(runs) == 1 and runs["status"][0] == "FINISHED"
+    val = trained["client"].get_run(trained["result"]["run_id"]).data.metrics["val_exact_match"]
+    assert runs["metrics.val_exact_match"][0] == pytest.approx(val, abs=0.001)
+
+
+def test_a_failing_run_is_marked_failed(mlflow_store, monkeypatch):
+    import mlflow
+
+    import zoo.tracking
+    from zoo.training import train
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(zoo.tracking, "log_outputs", broken)  # fails after training, before export
+    with pytest.raises(RuntimeError, match="disk full"):
+        train(compose(["debug=smoke"]))
+    mlflow.set_tracking_uri(mlflow_store)
+    runs = mlflow.search_runs(experiment_names=["attention-zoo"])
+    assert list(runs["status"]) == ["FAILED"]
