@@ -19,8 +19,8 @@ def greedy_decode(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_i
     batch = tf.shape(source)[0]
     model.ensure_built()
     memory = model.encode(source, training=False)
-    state = model.initial_state(memory)
     max_length = tf.cast(max_length, tf.int32)
+    state = model.initial_state(memory, max_length=max_length)
 
     ids_ta = tf.TensorArray(tf.int32, size=max_length, element_shape=tf.TensorShape([None]))
     attention_ta = tf.TensorArray(tf.float32, size=max_length, element_shape=tf.TensorShape([None, None]))

@@ -88,7 +88,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
                 "final_state": self.bridge(final)}
 
-    def initial_state(self, memory):
+    def initial_state(self, memory, max_length=None):
         return (memory["final_state"],)
 
     def decode_step(self, token, state, memory, training=None):

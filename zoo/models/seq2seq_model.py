@@ -17,7 +17,9 @@ class Seq2SeqModel(keras.Model):
 
     - ``encode(source, training)`` -> ``memory``: a dict of tensors computed once per source
       sequence (encoder outputs, their mask, prepared attention keys, ...).
-    - ``initial_state(memory)`` -> the decoder state: a tuple of tensors.
+    - ``initial_state(memory, max_length)`` -> the decoder state: a tuple (or dict) of tensors
+      whose shapes stay the same at every step (``max_length`` bounds the steps, e.g. for a
+      preallocated key/value cache).
     - ``decode_step(token, state, memory, training)`` -> ``(logits [B, V], state,
       attention [B, Ts])`` for one target step.
 
@@ -44,7 +46,7 @@ class Seq2SeqModel(keras.Model):
     def encode(self, source, training=None):
         raise NotImplementedError
 
-    def initial_state(self, memory):
+    def initial_state(self, memory, max_length=None):
         raise NotImplementedError
 
     def decode_step(self, token, state, memory, training=None):
@@ -54,7 +56,7 @@ class Seq2SeqModel(keras.Model):
         """``(logits [B, Tt, V], attention [B, Tt, Ts])`` with the true previous tokens as inputs."""
         self.ensure_built()
         memory = self.encode(source, training=training)
-        state = self.initial_state(memory)
+        state = self.initial_state(memory, max_length=ops.shape(target_in)[1])
         tokens = ops.transpose(target_in)  # time-major [Tt, B]
         batch = ops.shape(source)[0]
         # keras.ops.scan on TensorFlow stacks outputs shaped like the carry, so the carry holds
