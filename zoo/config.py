@@ -123,6 +123,22 @@ def validate_train(cfg: DictConfig) -> None:
     lr = cfg.optimizer.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr <= 0:
         raise ConfigError(f"optimizer.learning_rate={lr!r} is not valid: expected a positive number.")
+    decoding = cfg.get("decoding")
+    if decoding is not None:
+        strategies = ("greedy", "beam", "sample")
+        if decoding.strategy not in strategies:
+            raise ConfigError(f"decoding.strategy={decoding.strategy} is not valid. Available: {', '.join(strategies)}")
+        checks = [("beam_size", decoding.beam_size, lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
+                  ("alpha", decoding.alpha, lambda v: v >= 0, "a number >= 0"),
+                  ("beta", decoding.beta, lambda v: v >= 0, "a number >= 0"),
+                  ("temperature", decoding.temperature, lambda v: v > 0, "a number > 0"),
+                  ("top_k", decoding.top_k, lambda v: isinstance(v, int) and v >= 0, "an integer >= 0 (0 = all)"),
+                  ("top_p", decoding.top_p, lambda v: 0 < v <= 1, "a number in (0, 1]")]
+        for key, value, ok, expected in checks:
+            if not ok(value):
+                raise ConfigError(f"decoding.{key}={value!r} is not valid: expected {expected}.")
+        if decoding.max_length is not None and (not isinstance(decoding.max_length, int) or decoding.max_length < 1):
+            raise ConfigError(f"decoding.max_length={decoding.max_length!r} is not valid: expected a positive integer or null.")
     dropout = cfg.model.get("dropout", 0.0)
     if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
         raise ConfigError(f"model.dropout={dropout!r} is not valid: expected a number in [0, 1).")

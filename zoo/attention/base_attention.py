@@ -19,7 +19,8 @@ def register_attention(name, kind="alignment"):
 
 def large_negative(dtype):
     """The masking constant for ``dtype``: -65504 for float16, -1e9 otherwise."""
-    return -65504.0 if str(dtype) == "float16" else -1e9
+    # standardize_dtype: a backend dtype object (tf.float16) does not print as "float16".
+    return -65504.0 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
 
 
 def masked_softmax(scores, mask=None, axis=-1):

@@ -55,7 +55,7 @@ class LocalMonotonicAttention(BaseAttention):
         >>> import numpy as np
         >>> layer = LocalMonotonicAttention(window_size=1, scoring="dot")
         >>> out, w = layer(np.ones((1, 3, 4)), np.ones((1, 5, 4)), return_attention_scores=True)
-        >>> np.round(keras.ops.convert_to_numpy(w)[0], 2).tolist()
+        >>> np.round(np.asarray(w[0], "float64"), 2).tolist()
         [[0.5, 0.5, 0.0, 0.0, 0.0], [0.33, 0.33, 0.33, 0.0, 0.0], [0.0, 0.33, 0.33, 0.33, 0.0]]
 
     References:

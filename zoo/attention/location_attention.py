@@ -12,7 +12,8 @@ from zoo.attention.base_attention import BaseAttention, register_attention
 class LocationAttention(BaseAttention):
     """Location-based attention of Luong et al. (2015): weights from the query alone.
 
-    ``a_t = softmax(W_a h_t)`` (Luong et al. 2015, eq. 9, "location"), ``c_t = sum_s a_t(s) h_s``.
+    ``a_t = softmax(W_a h_t)`` (Luong et al. 2015, sec. 3.1, "location", shown with eq. 8),
+    ``c_t = sum_s a_t(s) h_s``.
 
     ``W_a`` maps the query to one logit per source position ``0 .. max_length - 1``; the
     softmax runs over the first ``Tv`` of them, masked to the real (unpadded) length by the

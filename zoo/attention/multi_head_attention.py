@@ -27,9 +27,10 @@ class MultiHeadAttention(BaseAttention):
     the ``1/sqrt(d_k)`` factor) once per source sequence; ``V W^V`` is computed in ``attend``.
 
     Differences from ``keras.layers.MultiHeadAttention``: a query with nothing to attend to
-    (all keys masked, or masked by ``query_mask``) gives a 0 output row, where the Keras layer
-    gives the output bias; the causal mask is aligned bottom-right (``Tq < Tv`` means the
-    queries are the last ``Tq`` positions), which is the same as Keras when ``Tq == Tv``.
+    gives a 0 output row, where the Keras layer gives a nonzero row (all keys masked) or
+    computes the row as if unmasked (``query_mask``); the causal mask is aligned bottom-right
+    (``Tq < Tv`` means the queries are the last ``Tq`` positions), as Keras when ``Tq == Tv``;
+    ``output_dim`` is Keras' ``output_shape`` for one feature axis.
 
     Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` source steps, ``H`` heads, ``D`` model
     features, ``d_k``/``d_v`` per-head key/value sizes.
@@ -79,9 +80,11 @@ class MultiHeadAttention(BaseAttention):
         self.scoring = _validation.choice("scoring", scoring, SCORINGS)
 
     def _dense(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(equation, output_shape=output_shape,
-                                        bias_axes=bias_axes if self.use_bias else None,
-                                        name=name, dtype=self.dtype_policy)
+        dense = keras.layers.EinsumDense(equation, output_shape=output_shape,
+                                         bias_axes=bias_axes if self.use_bias else None,
+                                         name=name, dtype=self.dtype_policy)
+        dense.supports_masking = True  # inputs may carry Keras masks; this layer applies them itself
+        return dense
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape

@@ -1,49 +1,64 @@
 """``Translator``: the exported ``tf.Module``: raw strings in, translations and attention out.
 
-Tokenization (tensorflow-text), vocabulary lookup and greedy decoding all run inside the
-graph, so the SavedModel needs only ``tensorflow`` and ``tensorflow_text`` to load and run.
+Tokenization (tensorflow-text), vocabulary lookup and decoding (greedy, beam search or
+sampling, in one ``tf.while_loop``) all run inside the graph, so the SavedModel needs only
+``tensorflow`` and ``tensorflow_text`` to load and run.
 """
 
 import os
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import EOS_ID, PAD_ID
-from zoo.decoding import greedy_decode
+from zoo.data.tokenizers import PAD_ID
+from zoo.decoding import STRATEGIES, beam_search, decode
 
 STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
+DECODING_DEFAULTS = {"strategy": "greedy", "beam_size": 4, "alpha": 0.0, "beta": 0.0, "temperature": 1.0,
+                     "top_k": 0, "top_p": 1.0, "seed": 0}
 
 
 class Translator(tf.Module):
     """Wraps a trained ``Seq2SeqModel`` and the task's tokenizers.
 
-    ``translate(strings [B])`` -> dict:
+    ``translate(strings [B])`` -> dict (decoded with ``decoding["strategy"]``):
       - ``text [B]`` string: the detokenized translation;
       - ``attention [B, T_out, T_in]`` float32: cross-attention of each output token;
       - ``source_tokens [B, T_in]`` string: the input tokens the model saw (``<eos>`` last),
         padded with "";
       - ``target_tokens [B, T_out]`` string: the output tokens (``<eos>`` last when
         produced), padded with "".
+    ``translate_nbest(strings [B])`` -> dict: ``text [B, N]`` and ``scores [B, N]`` (beam
+    search with ``N = decoding["beam_size"]``, best first).
     Inputs longer than ``max_source_length - 1`` tokens are truncated; outputs are at most
     ``max_target_length`` tokens.
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, max_source_length, max_target_length):
+    def __init__(self, model, source_tokenizer, target_tokenizer, max_source_length, max_target_length,
+                 decoding=None):
         super().__init__(name="translator")
         self.model = model.ensure_built()
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_source_length = int(max_source_length)
         self.max_target_length = int(max_target_length)
+        options = dict(DECODING_DEFAULTS)
+        options.update({k: v for k, v in dict(decoding or {}).items() if k in DECODING_DEFAULTS})
+        if options["strategy"] not in STRATEGIES:
+            raise ValueError(f"Unknown decoding strategy '{options['strategy']}'. Available: {', '.join(STRATEGIES)}")
+        self._decoding = options
         self.translate = tf.function(self._translate, input_signature=[STRINGS])
         self.serving_default = tf.function(self._translate, input_signature=[STRINGS])
+        self.translate_nbest = tf.function(self._translate_nbest, input_signature=[STRINGS])
 
-    def _translate(self, inputs):
+    def _source(self, inputs):
         tokens = self.source_tokenizer.split(inputs)[:, : self.max_source_length - 1]
         rows = tf.shape(tokens.row_lengths())[0]
         tokens = tf.concat([tokens, tf.fill([rows, 1], "<eos>")], axis=1)
-        source_ids = self.source_tokenizer.lookup(tokens).to_tensor(default_value=PAD_ID)
-        ids, attention, lengths = greedy_decode(self.model, source_ids, self.max_target_length)
+        return tokens, self.source_tokenizer.lookup(tokens).to_tensor(default_value=PAD_ID)
+
+    def _translate(self, inputs):
+        tokens, source_ids = self._source(inputs)
+        ids, attention, lengths = decode(self.model, source_ids, self.max_target_length, **self._decoding)
         target_tokens = tf.where(tf.sequence_mask(lengths, tf.shape(ids)[1]),
                                  self.target_tokenizer.id_to_token(ids), "")
         return {
@@ -53,10 +68,21 @@ class Translator(tf.Module):
             "target_tokens": target_tokens,
         }
 
+    def _translate_nbest(self, inputs):
+        _, source_ids = self._source(inputs)
+        d = self._decoding
+        out = beam_search(self.model, source_ids, self.max_target_length, beam_size=d["beam_size"],
+                          alpha=d["alpha"], beta=d["beta"])
+        ids = out["nbest_ids"]
+        shape = tf.shape(ids)
+        text = self.target_tokenizer.detokenize(tf.reshape(ids, [shape[0] * shape[1], shape[2]]))
+        return {"text": tf.reshape(text, [shape[0], shape[1]]), "scores": out["nbest_scores"]}
+
     def save(self, directory, config_yaml=None):
         """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
         tf.saved_model.save(self, directory, signatures={"serving_default": self.serving_default,
-                                                         "translate": self.translate})
+                                                         "translate": self.translate,
+                                                         "translate_nbest": self.translate_nbest})
         if config_yaml is not None:
             extra = os.path.join(directory, "assets.extra")
             os.makedirs(extra, exist_ok=True)

@@ -72,7 +72,8 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     )
     max_target_length = int(cfg.decoding.max_length or task.max_target_length)
     translator = Translator(model, task.source_tokenizer, task.target_tokenizer,
-                            task.max_source_length, max_target_length)
+                            task.max_source_length, max_target_length,
+                            decoding=OmegaConf.to_container(cfg.decoding, resolve=True))
     train_ds = make_dataset(task, "train", int(t.batch_size), shuffle=True, seed=int(cfg.seed),
                             bucket_boundaries=t.bucket_boundaries)
     val_ds = make_dataset(task, "val", int(t.batch_size))

@@ -1,0 +1,135 @@
+"""Greedy, beam search and sampling: exactness, ordering, export, reproducibility."""
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+import zoo.models  # noqa: E402
+from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
+from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
+from zoo.decoding.greedy import filter_logits  # noqa: E402
+
+
+def make(name, seed=0):
+    keras.utils.set_random_seed(seed)
+    return zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB, **TINY[name])
+
+
+@pytest.mark.parametrize("name", zoo.models.names())
+def test_beam_size_one_is_greedy_exactly(name):
+    model = make(name)
+    ids, attention, lengths, logprob = [t.numpy() for t in greedy_decode_with_scores(model, SOURCE, 6)]
+    beam = beam_search(model, SOURCE, 6, beam_size=1)
+    np.testing.assert_array_equal(beam["ids"].numpy(), ids)
+    np.testing.assert_array_equal(beam["lengths"].numpy(), lengths)
+    np.testing.assert_allclose(beam["attention"].numpy(), attention, atol=1e-6)
+    np.testing.assert_allclose(beam["score"].numpy(), logprob, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def trained_dates_model():
+    """A small model trained for a few hundred steps on dates (about 10 s), and its test split."""
+    from zoo.data import load_task, make_dataset
+    from zoo.data.task import encode
+
+    keras.utils.set_random_seed(0)
+    task = load_task({"name": "dates", "train_size": 3000, "val_size": 50, "test_size": 200, "seed": 0})
+    name = "bahdanau"
+    model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
+                              target_vocab_size=task.target_tokenizer.vocab_size, embed_dim=16, hidden_size=32)
+    model.compile(optimizer=keras.optimizers.Adam(0.005),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    model.fit(make_dataset(task, "train", 64, shuffle=True), epochs=2, verbose=0)
+    source, _ = encode(task, "test")
+    return model, source.to_tensor().numpy().astype("int32")
+
+
+def test_beam_finds_a_hypothesis_at_least_as_likely_as_greedy_on_every_test_sentence(trained_dates_model):
+    model, source = trained_dates_model
+    _, _, _, greedy_logprob = greedy_decode_with_scores(model, source, 12)
+    beam = beam_search(model, source, 12, beam_size=4)
+    beam_logprob = beam["logprob"].numpy()[:, 0]
+    assert np.all(beam_logprob >= greedy_logprob.numpy() - 1e-4)
+    assert np.any(beam_logprob > greedy_logprob.numpy() + 1e-3), "beam never improved on greedy: is it searching?"
+
+
+def test_nbest_lists_are_sorted_and_consistent_with_their_scores():
+    model = make(zoo.models.names()[0])
+    out = beam_search(model, SOURCE, 6, beam_size=4, alpha=0.6)
+    scores = out["nbest_scores"].numpy()
+    assert scores.shape == (3, 4)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+    # Scores are the length-normalized log-probabilities of the listed hypotheses.
+    lengths = out["nbest_lengths"].numpy()
+    np.testing.assert_allclose(scores, out["logprob"].numpy() / ((5.0 + lengths) / 6.0) ** 0.6, rtol=1e-5)
+    np.testing.assert_array_equal(out["ids"].numpy(), out["nbest_ids"].numpy()[:, 0])
+
+
+def test_coverage_penalty_changes_scores_only_when_asked():
+    model = make(zoo.models.names()[0])
+    plain = beam_search(model, SOURCE, 6, beam_size=3)["nbest_scores"].numpy()
+    covered = beam_search(model, SOURCE, 6, beam_size=3, beta=0.5)["nbest_scores"].numpy()
+    assert np.all(covered <= plain + 1e-6) and not np.allclose(covered, plain)
+
+
+def test_sampling_is_reproducible_for_a_seed():
+    model = make(zoo.models.names()[0])
+    a = sample_decode(model, SOURCE, 6, temperature=1.5, seed=7)[0].numpy()
+    b = sample_decode(model, SOURCE, 6, temperature=1.5, seed=7)[0].numpy()
+    others = [sample_decode(model, SOURCE, 6, temperature=1.5, seed=s)[0].numpy() for s in range(8, 12)]
+    np.testing.assert_array_equal(a, b)
+    assert any(o.shape != a.shape or np.any(o != a) for o in others)
+
+
+def test_top_k_and_top_p_filter_the_right_tokens():
+    logits = tf.math.log(tf.constant([[0.5, 0.3, 0.15, 0.05]]))
+    kept = lambda f: np.isfinite(f.numpy()[0]).tolist()  # noqa: E731
+    assert kept(filter_logits(logits, top_k=2)) == [True, True, False, False]
+    assert kept(filter_logits(logits, top_p=0.7)) == [True, True, False, False]
+    assert kept(filter_logits(logits, top_p=0.5)) == [True, False, False, False]
+    assert kept(filter_logits(logits, top_p=0.1)) == [True, False, False, False]
+    assert kept(filter_logits(logits)) == [True] * 4
+
+
+def test_sampling_at_low_temperature_is_greedy():
+    model = make(zoo.models.names()[0])
+    greedy = greedy_decode(model, SOURCE, 6)[0].numpy()
+    cold = sample_decode(model, SOURCE, 6, temperature=1e-4, seed=1)[0].numpy()
+    np.testing.assert_array_equal(cold, greedy)
+
+
+def test_decode_dispatches_and_rejects_unknown_strategies():
+    model = make(zoo.models.names()[0])
+    np.testing.assert_array_equal(decode(model, SOURCE, 6, strategy="beam", beam_size=1)[0].numpy(),
+                                  greedy_decode(model, SOURCE, 6)[0].numpy())
+    with pytest.raises(ValueError, match="Unknown decoding strategy 'viterbi'. Available: greedy, beam, sample"):
+        decode(model, SOURCE, 6, strategy="viterbi")
+
+
+def test_exported_beam_search_equals_the_in_memory_one(tmp_path):
+    from zoo.data import load_task
+    from zoo.export.translator import Translator
+
+    task = load_task({"name": "dates", "train_size": 50, "val_size": 5, "test_size": 5, "seed": 0})
+    keras.utils.set_random_seed(0)
+    model = zoo.models.create(zoo.models.names()[0], source_vocab_size=task.source_tokenizer.vocab_size,
+                              target_vocab_size=task.target_tokenizer.vocab_size, **TINY[zoo.models.names()[0]])
+    translator = Translator(model, task.source_tokenizer, task.target_tokenizer, task.max_source_length,
+                            task.max_target_length, decoding={"strategy": "beam", "beam_size": 3, "alpha": 0.6})
+    inputs = tf.constant(["", "9 may 2018", "x" * 2000, "tue 2 jan 1979", "ǅ😀"])
+    memory_out = translator.translate(inputs)
+    memory_nbest = translator.translate_nbest(inputs)
+    translator.save(str(tmp_path / "sm"))
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    loaded_out = loaded.translate(inputs)
+    loaded_nbest = loaded.signatures["translate_nbest"](inputs=inputs)
+    for key in ("text", "source_tokens", "target_tokens"):
+        np.testing.assert_array_equal(memory_out[key].numpy(), loaded_out[key].numpy())
+    np.testing.assert_allclose(memory_out["attention"].numpy(), loaded_out["attention"].numpy(), atol=1e-6)
+    np.testing.assert_array_equal(memory_nbest["text"].numpy(), loaded_nbest["text"].numpy())
+    np.testing.assert_allclose(memory_nbest["scores"].numpy(), loaded_nbest["scores"].numpy(), atol=1e-5)
+    assert loaded_nbest["text"].shape == (5, 3)
+    # The best of the n-best list is the translation.
+    np.testing.assert_array_equal(loaded_nbest["text"].numpy()[:, 0], loaded_out["text"].numpy())

@@ -1,0 +1,108 @@
+"""Stochastic hard attention (Xu et al.), trained with straight-through Gumbel-softmax."""
+
+import keras
+from keras import ops
+
+from zoo.attention import _scorers, _validation
+from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
+
+
+@register_attention("hard")
+@keras.saving.register_keras_serializable(package="zoo")
+class HardAttention(BaseAttention):
+    """Stochastic hard attention of Xu et al. (2015): attend to exactly one source position.
+
+    ``alpha_{t,i} = softmax_i(e_{t,i})`` with ``e_{t,i} = f_att(a_i, h_{t-1})`` (Xu et al.
+    2015, eq. 4-5); hard attention picks one location ``s_t ~ Multinoulli({alpha_i})`` and
+    uses ``z_t = sum_i s_{t,i} a_i`` (eq. 8-9).
+
+    Xu et al. train the sampling with a REINFORCE-style estimator; this layer uses the
+    straight-through Gumbel-softmax estimator instead (Jang et al. 2017): in training
+    ``y = softmax((e + g) / temperature)`` with Gumbel noise ``g``, the forward pass uses the
+    one-hot ``argmax(y)`` (a sample from ``alpha``) and the backward pass the gradient of
+    ``y``. At inference (``training`` false or None) the one-hot ``argmax(alpha)`` is used,
+    with no noise. The output is the one value vector selected, ``one_hot @ value``.
+
+    The returned scores are the soft weights ``alpha`` (after masking and softmax), the
+    distribution the position is drawn from, not the one-hot selection: so
+    ``output != scores @ value`` in general. ``f_att`` is chosen by ``scoring`` (default
+    ``"additive"``, the MLP of the paper). There is no dropout on the weights.
+
+    Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` source steps.
+    Cost: as the inner score, plus ``O(B Tq Tv)`` for the noise and the selection.
+
+    Args:
+        scoring: inner score ``f_att``, one of ``"additive"`` (default), ``"dot"``,
+            ``"scaled_dot"``, ``"general"``, ``"concat"``.
+        temperature: positive float, the Gumbel-softmax temperature of the backward pass.
+        seed: int or None, seed of the Gumbel noise.
+        **kwargs: standard ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        See ``BaseAttention``: ``(query [B, Tq, Dq], value [B, Tv, Dv], key=None, *,
+        query_mask, value_mask, attention_mask, use_causal_mask, return_attention_scores,
+        training)``; ``training=True`` samples, otherwise the argmax is taken.
+
+    Returns:
+        ``output [B, Tq, Dv]`` (one value row per query, 0 if nothing may be attended), or
+        ``(output, alpha [B, Tq, Tv])``.
+
+    Example:
+        >>> import numpy as np
+        >>> layer = HardAttention(scoring="dot")
+        >>> value = np.arange(15, dtype="float32").reshape(1, 5, 3)
+        >>> out = layer(np.array([[[0.0, 0.0, 1.0]]]), value)
+        >>> keras.ops.convert_to_numpy(out).tolist()
+        [[[12.0, 13.0, 14.0]]]
+
+    References:
+        Xu et al. Show, Attend and Tell: Neural Image Caption Generation with Visual
+        Attention. ICML 2015, sec. 4.1. https://arxiv.org/abs/1502.03044
+        Jang, Gu, Poole. Categorical Reparameterization with Gumbel-Softmax. ICLR 2017.
+        https://arxiv.org/abs/1611.01144
+    """
+
+    def __init__(self, scoring="additive", temperature=1.0, seed=None, **kwargs):
+        super().__init__(dropout=0.0, **kwargs)
+        self.scoring = _validation.choice("scoring", scoring, tuple(_scorers.SCORERS))
+        self.temperature = _validation.positive_float("temperature", temperature)
+        self.seed = _validation.optional_int("seed", seed)
+        self.scorer = _scorers.make_scorer(self.scoring, self.dtype_policy)
+        self.seed_generator = keras.random.SeedGenerator(self.seed, name="gumbel_seed")
+
+    def build_scoring(self, query_shape, key_shape):
+        self.scorer.build(query_shape, key_shape, key_shape)
+
+    def prepare_key(self, key):
+        return self.scorer.prepare_key(key)
+
+    def score(self, query, prepared_key):
+        return self.scorer.score(query, prepared_key)
+
+    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
+        scores = self.score(query, prepared_key)  # e: [B, Tq, Tv]
+        weights = masked_softmax(scores, mask)  # alpha
+        if training:
+            uniform = keras.random.uniform(ops.shape(scores), minval=1e-7, maxval=1.0, dtype=scores.dtype,
+                                           seed=self.seed_generator)
+            gumbel = -ops.log(-ops.log(uniform))
+            soft = masked_softmax((scores + gumbel) / ops.cast(self.temperature, scores.dtype), mask)
+        else:
+            soft = weights
+        index = ops.argmax(soft, axis=-1)  # [B, Tq]
+        positions = ops.arange(ops.shape(scores)[-1], dtype=index.dtype)
+        hard = ops.cast(ops.equal(ops.expand_dims(index, -1), positions), soft.dtype)
+        if mask is not None:  # a row with nothing to attend to selects nothing
+            hard = hard * ops.cast(ops.any(ops.cast(mask, "bool"), axis=-1, keepdims=True), hard.dtype)
+        if training:
+            hard = hard + (soft - ops.stop_gradient(soft))  # straight-through: forward hard, backward soft
+        output = ops.matmul(ops.cast(hard, value.dtype), value)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("dropout")
+        config.update({"scoring": self.scoring, "temperature": self.temperature, "seed": self.seed})
+        return config

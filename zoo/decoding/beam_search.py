@@ -1,0 +1,139 @@
+"""Batched beam search in one ``tf.while_loop``, with GNMT length and coverage penalties.
+
+Works for every ``Seq2SeqModel`` through ``encode`` / ``initial_state`` / ``decode_step``;
+no custom ops, so it runs inside a SavedModel.
+"""
+
+import tensorflow as tf
+
+from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+
+NEG = -1e9
+
+
+def length_penalty(length, alpha):
+    """GNMT: ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Wu et al. 2016, eq. 14)."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def coverage_penalty(coverage, source_mask, beta):
+    """GNMT: ``cp(X; Y) = beta * sum_i log(min(sum_j p_ij, 1))`` over real source positions."""
+    clipped = tf.math.log(tf.clip_by_value(coverage, 1e-10, 1.0))
+    return beta * tf.reduce_sum(tf.where(source_mask, clipped, 0.0), axis=-1)
+
+
+def _gather_beams(tensor, indices):
+    """``tensor [B, K, ...]``, ``indices [B, K']`` -> ``[B, K', ...]``."""
+    return tf.gather(tensor, indices, batch_dims=1)
+
+
+def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
+                bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
+    """Beam search over ``source [B, Ts]`` (int, 0 = padding).
+
+    At each step the ``2K`` best continuations of the ``K`` live hypotheses are ranked by
+    log-probability; an ``<eos>`` among the first ``K`` of them finishes a hypothesis (scored
+    ``log p / lp(|Y|) + cp``), the best ``K`` others stay alive. Search stops after
+    ``max_length`` steps or when no live hypothesis can beat the K-th finished one. With
+    ``beam_size=1`` and ``alpha=beta=0`` this is exactly greedy decoding. Hypotheses that
+    never produced ``<eos>`` compete, scored at their length, when fewer than K finished.
+
+    Returns a dict:
+        ``ids [B, T]``, ``attention [B, T, Ts]``, ``lengths [B]``, ``score [B]`` of the best
+        hypothesis; ``nbest_ids [B, K, T]``, ``nbest_lengths [B, K]``, ``nbest_scores [B, K]``
+        (sorted, best first); ``logprob [B, K]`` the model log-probability of each n-best entry.
+    """
+    source = tf.cast(source, tf.int32)
+    batch, src_len = tf.shape(source)[0], tf.shape(source)[1]
+    k = int(beam_size)
+    if k < 1:
+        raise ValueError(f"decoding.beam_size must be >= 1. Received: beam_size={beam_size}")
+    max_length = tf.cast(max_length, tf.int32)
+    alpha = tf.constant(float(alpha), tf.float32)
+    beta = tf.constant(float(beta), tf.float32)
+    model.ensure_built()
+    memory = model.encode(source, training=False)
+    memory = tf.nest.map_structure(lambda x: tf.repeat(x, k, axis=0), memory)  # [B*K, ...]
+    state = model.initial_state(memory, max_length=max_length)
+    source_mask = tf.repeat(tf.not_equal(source, pad_id)[:, None, :], k, axis=1)  # [B, K, Ts]
+
+    positions = tf.range(max_length)
+    alive_seq = tf.zeros([batch, k, max_length], tf.int32)
+    alive_attn = tf.zeros([batch, k, max_length, src_len], tf.float32)
+    alive_cov = tf.zeros([batch, k, src_len], tf.float32)
+    alive_logp = tf.tile(tf.concat([[0.0], tf.fill([k - 1], NEG)], 0)[None, :], [batch, 1])
+    fin_seq = tf.zeros([batch, k, max_length], tf.int32)
+    fin_attn = tf.zeros([batch, k, max_length, src_len], tf.float32)
+    fin_score = tf.fill([batch, k], NEG)
+    fin_logp = tf.fill([batch, k], NEG)
+    fin_len = tf.zeros([batch, k], tf.int32)
+    token = tf.fill([batch * k], tf.constant(bos_id, tf.int32))
+    rank = tf.range(2 * k)[None, :]
+
+    def cond(step, token, state, alive_seq, alive_logp, alive_attn, fin_score, *rest):
+        best_possible = tf.reduce_max(alive_logp, axis=1) / length_penalty(max_length, alpha)
+        done = tf.reduce_all(fin_score[:, -1] >= best_possible)
+        return tf.logical_and(step < max_length, tf.logical_not(done))
+
+    def body(step, token, state, alive_seq, alive_logp, alive_attn, fin_score, alive_cov,
+             fin_seq, fin_attn, fin_logp, fin_len):
+        logits, new_state, attention = model.decode_step(token, state, memory, training=False)
+        vocab = tf.shape(logits)[-1]
+        logp = tf.reshape(tf.nn.log_softmax(tf.cast(logits, tf.float32)), [batch, k, vocab])
+        attention = tf.reshape(tf.cast(attention, tf.float32), [batch, k, src_len])
+        total = tf.reshape(alive_logp[:, :, None] + logp, [batch, k * vocab])
+        cand_logp, cand_index = tf.math.top_k(total, k=2 * k)  # [B, 2K]
+        parent = cand_index // vocab
+        cand_token = tf.cast(cand_index % vocab, tf.int32)
+        at_step = tf.equal(positions, step)[None, None, :]
+        cand_seq = tf.where(at_step, cand_token[:, :, None], _gather_beams(alive_seq, parent))
+        cand_attn_step = _gather_beams(attention, parent)
+        cand_attn = tf.where(at_step[..., None], cand_attn_step[:, :, None, :], _gather_beams(alive_attn, parent))
+        cand_cov = _gather_beams(alive_cov, parent) + cand_attn_step
+        is_eos = tf.equal(cand_token, eos_id)
+
+        # Live hypotheses: the best K candidates that did not end.
+        live_logp, live_index = tf.math.top_k(tf.where(is_eos, NEG, cand_logp), k=k)
+        new_alive_seq = _gather_beams(cand_seq, live_index)
+        new_alive_attn = _gather_beams(cand_attn, live_index)
+        new_alive_cov = _gather_beams(cand_cov, live_index)
+        flat_parent = tf.reshape(_gather_beams(parent, live_index) + tf.range(batch)[:, None] * k, [-1])
+        new_state = tf.nest.map_structure(lambda s: tf.gather(s, flat_parent), new_state)
+        new_state = tf.nest.map_structure(lambda n, o: tf.reshape(n, tf.shape(o)), new_state, state)
+        next_token = tf.reshape(_gather_beams(cand_token, live_index), [-1])
+
+        # Finished hypotheses: an <eos> ranked among the first K candidates.
+        finishing = tf.logical_and(is_eos, rank < k)
+        length = step + 1
+        score = cand_logp / length_penalty(length, alpha) + coverage_penalty(
+            cand_cov, _gather_beams(source_mask, parent), beta)
+        score = tf.where(finishing, score, NEG)
+        all_score = tf.concat([fin_score, score], axis=1)
+        new_fin_score, fin_index = tf.math.top_k(all_score, k=k)
+        new_fin_seq = _gather_beams(tf.concat([fin_seq, cand_seq], 1), fin_index)
+        new_fin_attn = _gather_beams(tf.concat([fin_attn, cand_attn], 1), fin_index)
+        new_fin_logp = _gather_beams(tf.concat([fin_logp, tf.where(finishing, cand_logp, NEG)], 1), fin_index)
+        new_fin_len = _gather_beams(tf.concat([fin_len, tf.fill([batch, 2 * k], length)], 1), fin_index)
+        return (step + 1, next_token, new_state, new_alive_seq, live_logp, new_alive_attn, new_fin_score,
+                new_alive_cov, new_fin_seq, new_fin_attn, new_fin_logp, new_fin_len)
+
+    loop_vars = (tf.constant(0), token, state, alive_seq, alive_logp, alive_attn, fin_score, alive_cov,
+                 fin_seq, fin_attn, fin_logp, fin_len)
+    (steps, _, _, alive_seq, alive_logp, alive_attn, fin_score, alive_cov, fin_seq, fin_attn, fin_logp,
+     fin_len) = tf.while_loop(cond, body, loop_vars)
+
+    # Live hypotheses that never ended compete where fewer than K finished.
+    alive_score = alive_logp / length_penalty(steps, alpha) + coverage_penalty(alive_cov, source_mask, beta)
+    missing = fin_score <= NEG / 2
+    alive_score = tf.where(tf.reduce_any(missing, axis=1, keepdims=True), alive_score, NEG)
+    alive_score = tf.where(alive_logp <= NEG / 2, NEG, alive_score)
+    all_score = tf.concat([fin_score, alive_score], 1)
+    scores, index = tf.math.top_k(all_score, k=k)
+    nbest_ids = _gather_beams(tf.concat([fin_seq, alive_seq], 1), index)[:, :, :steps]
+    nbest_attn = _gather_beams(tf.concat([fin_attn, alive_attn], 1), index)[:, :, :steps]
+    nbest_len = _gather_beams(tf.concat([fin_len, tf.fill([batch, k], steps)], 1), index)
+    nbest_logp = _gather_beams(tf.concat([fin_logp, alive_logp], 1), index)
+    return {
+        "ids": nbest_ids[:, 0], "attention": nbest_attn[:, 0], "lengths": nbest_len[:, 0], "score": scores[:, 0],
+        "nbest_ids": nbest_ids, "nbest_lengths": nbest_len, "nbest_scores": scores, "logprob": nbest_logp,
+    }
