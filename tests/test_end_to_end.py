@@ -158,6 +158,45 @@ def test_evaluate_py_on_a_bare_directory_logs_a_new_run(trained):
     assert runs["metrics.val_exact_match"][0] == pytest.approx(val, abs=0.001)
 
 
+def test_evaluate_py_with_beam_search_a_model_uri_and_a_paired_bootstrap(trained):
+    import mlflow
+
+    run_id = trained["result"]["run_id"]
+    result = run_python([str(ROOT / "evaluate.py"), f"model_uri=runs:/{run_id}/model", "decoding.strategy=beam",
+                         "decoding.beam_size=3", f"compare_to={run_id}", "bootstrap_samples=200"],
+                        cwd=trained["workdir"], env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
+    assert result.returncode == 0, result.stderr[-3000:]
+    mlflow.set_tracking_uri(trained["uri"])
+    runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"],
+                              filter_string="tags.`zoo.eval.decoding.strategy` = 'beam'")
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    for key in ("exact_match", "bleu", "chrf", "token_accuracy", "perplexity", "length_ratio",
+                "attention_entropy", "attention_max_weight", "bleu_diff", "bleu_diff_ci_low"):
+        assert math.isfinite(row[f"metrics.test_{key}"]), key
+    assert row["metrics.test_perplexity"] >= 1.0
+    # Beam search versus the run's own greedy SavedModel: the CI must contain the observed difference.
+    assert row["metrics.test_bleu_diff_ci_low"] <= row["metrics.test_bleu_diff"] <= row["metrics.test_bleu_diff_ci_high"]
+    # The training run keeps the metric of its own (greedy) decoding.
+    history = trained["client"].get_metric_history(run_id, "test_exact_match")
+    assert history[0].value == pytest.approx(trained["result"]["test_exact_match"])
+
+
+def test_evaluate_py_interactive_reads_stdin(trained):
+    import subprocess
+    import sys
+
+    run_id = trained["result"]["run_id"]
+    env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": trained["uri"], "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), f"run_id={run_id}", "interactive=true"],
+                            input="9 may 2018\ntue 2 jan 1979\n", capture_output=True, text=True, env=env,
+                            cwd=trained["workdir"], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert any(line.strip().startswith("9") and "m a y" in line for line in lines)  # the map's header row
+    assert any(line.strip().startswith("<eos>") for line in lines)
+
+
 def test_a_failing_run_is_marked_failed(mlflow_store, monkeypatch):
     import mlflow
 

@@ -1,8 +1,11 @@
-"""Text metrics: exact match, sacreBLEU BLEU and chrF (with their signatures)."""
+"""Text metrics: exact match, sacreBLEU BLEU and chrF (with signatures), token accuracy,
+length ratio, attention statistics, and a paired bootstrap of the BLEU difference."""
 
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
 
 
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
@@ -31,9 +34,74 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Tuple[float, s
     return float(score.score), str(metric.get_signature())
 
 
+def length_ratio(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Hypothesis length / reference length in sacreBLEU's tokens (BLEU's brevity ratio)."""
+    import sacrebleu
+
+    score = sacrebleu.metrics.BLEU().corpus_score(list(hypotheses), [list(references)])
+    return float(score.sys_len) / max(1, float(score.ref_len))
+
+
+def token_accuracy(hypothesis_tokens: Sequence[Sequence[str]], reference_tokens: Sequence[Sequence[str]]) -> float:
+    """Share of reference tokens matched at the same position by the hypothesis."""
+    total = sum(len(r) for r in reference_tokens)
+    correct = sum(sum(h == r for h, r in zip(hyp, ref)) for hyp, ref in zip(hypothesis_tokens, reference_tokens))
+    return correct / max(1, total)
+
+
+def attention_statistics(attention: Sequence[np.ndarray], target_tokens: Sequence[Sequence], source_tokens: Sequence[Sequence]) -> Dict[str, float]:
+    """Mean entropy (nats) and mean maximum weight of the attention rows of real output tokens.
+
+    A sharp alignment has low entropy and a max weight near 1; uniform attention over n
+    source tokens has entropy ``log n``.
+    """
+    entropies: List[float] = []
+    maxima: List[float] = []
+    for weights, tgt, src in zip(attention, target_tokens, source_tokens):
+        n_out = sum(1 for t in tgt if t not in (b"", ""))
+        n_in = sum(1 for t in src if t not in (b"", ""))
+        rows = np.asarray(weights, dtype=np.float64)[:n_out, :n_in]
+        for row in rows:
+            if row.sum() <= 0:
+                continue
+            p = row / row.sum()
+            entropies.append(float(-(p[p > 0] * np.log(p[p > 0])).sum()))
+            maxima.append(float(row.max()))
+    if not entropies:
+        return {"attention_entropy": 0.0, "attention_max_weight": 0.0}
+    return {"attention_entropy": float(np.mean(entropies)), "attention_max_weight": float(np.mean(maxima))}
+
+
+def paired_bootstrap_bleu(hypotheses_a: Sequence[str], hypotheses_b: Sequence[str], references: Sequence[str],
+                          samples: int = 1000, seed: int = 0) -> Dict[str, float]:
+    """Paired bootstrap (Koehn 2004) of ``BLEU(a) - BLEU(b)`` over resampled test sentences.
+
+    Returns the observed difference, the 95% confidence interval and the share of samples in
+    which ``a`` is not better (a one-sided p-value for "a beats b").
+    """
+    import sacrebleu
+
+    metric = sacrebleu.metrics.BLEU()
+    refs = [list(references)]
+    stats_a = np.asarray(metric._extract_corpus_statistics(list(hypotheses_a), refs))
+    stats_b = np.asarray(metric._extract_corpus_statistics(list(hypotheses_b), refs))
+    score = lambda stats: metric._compute_score_from_stats(list(stats.sum(axis=0))).score  # noqa: E731
+    observed = score(stats_a) - score(stats_b)
+    rng = np.random.default_rng(seed)
+    n = len(references)
+    diffs = np.empty(samples)
+    for i in range(samples):
+        idx = rng.integers(0, n, size=n)
+        diffs[i] = score(stats_a[idx]) - score(stats_b[idx])
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return {"bleu_diff": float(observed), "bleu_diff_ci_low": float(low), "bleu_diff_ci_high": float(high),
+            "bleu_diff_p_value": float(np.mean(diffs <= 0))}
+
+
 def text_metrics(hypotheses: Sequence[str], references: Sequence[str]) -> Tuple[Dict[str, float], Dict[str, str]]:
-    """``({"exact_match", "bleu", "chrf"}, {"bleu_signature", "chrf_signature"})``."""
+    """``({"exact_match", "bleu", "chrf", "length_ratio"}, {"bleu_signature", "chrf_signature"})``."""
     b, b_sig = bleu(hypotheses, references)
     c, c_sig = chrf(hypotheses, references)
-    return ({"exact_match": exact_match(hypotheses, references), "bleu": b, "chrf": c},
+    return ({"exact_match": exact_match(hypotheses, references), "bleu": b, "chrf": c,
+             "length_ratio": length_ratio(hypotheses, references)},
             {"bleu_signature": b_sig, "chrf_signature": c_sig})

@@ -111,12 +111,15 @@ def train(cfg: DictConfig) -> Dict[str, float]:
         train_seconds = time.perf_counter() - fit_started
 
         test_sources, test_references = task.splits["test"]
-        metrics, signatures, outputs = score_split(translator.translate, test_sources, test_references)
+        metrics, signatures, outputs = score_split(
+            translator.translate, test_sources, test_references,
+            reference_tokens=task.target_tokenizer.python_split(test_references))
         with tempfile.TemporaryDirectory() as workdir:
             log_outputs("test", test_sources, test_references, metrics, signatures, outputs,
                         int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir)
             saved_dir = os.path.join(workdir, "saved_model")
             translator.save(saved_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+            model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))  # for perplexity, re-decoding
             mlflow.log_artifacts(saved_dir, "saved_model")
             vocab_dir = Path(workdir) / "vocab"
             vocab_dir.mkdir()
