@@ -103,6 +103,14 @@ def validate_train(cfg: DictConfig) -> None:
     models = options("model")
     if cfg.model.name not in models:
         raise ConfigError(f"Unknown model '{cfg.model.name}'. Available: {', '.join(models)}")
+    model_task, data_task = cfg.model.get("task", "seq2seq"), cfg.data.get("task", "seq2seq")
+    if model_task != data_task:
+        fitting = [m for m in models if OmegaConf.load(CONF_DIR / "model" / f"{m}.yaml").get("task", "seq2seq") == data_task]
+        raise ConfigError(f"model={cfg.model.name} is a {model_task} model and data={cfg.data.name} a {data_task} task. "
+                          f"Models for data={cfg.data.name}: {', '.join(fitting) or 'none'}")
+    tokenizers = ("char", "word", "wordpiece", "sentencepiece")
+    if cfg.data.get("tokenizer") is not None and cfg.data.tokenizer not in tokenizers:
+        raise ConfigError(f"data.tokenizer={cfg.data.tokenizer} is not valid. Available: {', '.join(tokenizers)}")
     attention = cfg.model.get("attention")
     if attention is not None:
         allowed = alignment_attentions()
@@ -120,6 +128,8 @@ def validate_train(cfg: DictConfig) -> None:
     for key, value in positive.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{key}={value!r} is not valid: expected a positive integer.")
+    if cfg.optimizer.name not in ("adam", "adamw", "sgd"):
+        raise ConfigError(f"optimizer.name={cfg.optimizer.name} is not valid. Available: adam, adamw, sgd")
     lr = cfg.optimizer.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr <= 0:
         raise ConfigError(f"optimizer.learning_rate={lr!r} is not valid: expected a positive number.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +13,7 @@ from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, fit_tokenizer
 from zoo.registry import Registry
 
 DATASETS = Registry("data")
+NUM_BUCKETS = 6
 
 
 @dataclasses.dataclass
@@ -26,18 +27,25 @@ class Task:
     max_source_length: int  # in tokens, <eos> included; longer inputs are truncated
     max_target_length: int  # in tokens, <eos> included; decoding stops there
     metric: str = "exact_match"
+    fingerprint: Optional[str] = None  # sha256 of the corpus file, for a tag; None for generated data
+    info: Dict[str, object] = dataclasses.field(default_factory=dict)  # corpus statistics, see stats()
+    bucket_boundaries: Optional[List[int]] = None  # source-length buckets from the data (None: no preference)
+    attribution: Optional[str] = None  # license and credit that artifacts made from the data must carry
 
-    def stats(self) -> Dict[str, float]:
+    def stats(self) -> Dict[str, object]:
+        """Flat statistics for MLflow params: vocabulary sizes, examples per split, and the
+        task's own ``info`` (for corpora: lines read, pairs kept, dropped by reason, lengths)."""
         out = {"source_vocab_size": self.source_tokenizer.vocab_size,
                "target_vocab_size": self.target_tokenizer.vocab_size}
         for split, (src, _) in self.splits.items():
             out[f"{split}_examples"] = len(src)
+        out.update(self.info)
         return out
 
 
 @DATASETS.register("dates")
 def dates_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, max_year=2049,
-               seed=0, lowercase=True, tokenizer="char", **_):
+               seed=0, lowercase=True, tokenizer="char", bucket_boundaries=None, **_):
     splits = dates.splits(train_size, val_size, test_size, seed=seed, min_year=min_year, max_year=max_year)
     train_src, train_tgt = splits["train"]
     src_tok = fit_tokenizer(tokenizer, train_src, lowercase=lowercase, name="source_tokenizer")
@@ -45,7 +53,16 @@ def dates_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, m
     longest_src = max(len(s) for sources, _ in splits.values() for s in sources)
     return Task("dates", splits, src_tok, tgt_tok,
                 max_source_length=longest_src + 1 + 8,  # <eos> and some slack for unseen inputs
-                max_target_length=len("yyyy-mm-dd") + 1)
+                max_target_length=len("yyyy-mm-dd") + 1,
+                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)
+
+
+@DATASETS.register("tatoeba")
+def tatoeba_task(**kwargs):
+    """English <-> another language from a manythings.org/anki pair file (Tatoeba Project)."""
+    from zoo.data.tatoeba import build_task
+
+    return build_task(**kwargs)
 
 
 def load_task(data_cfg) -> Task:
@@ -68,13 +85,44 @@ def encode(task: Task, split: str) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
     return src, tgt
 
 
+def length_boundaries(lengths: Sequence[int], num_buckets: int = NUM_BUCKETS) -> List[int]:
+    """Bucket boundaries at the length quantiles ``1/n, ..., (n-1)/n`` (exclusive upper bounds)."""
+    lengths = np.asarray(lengths)
+    if lengths.size == 0:
+        return []
+    quantiles = np.quantile(lengths, np.arange(1, num_buckets) / num_buckets)
+    return sorted({int(q) + 1 for q in quantiles if int(q) + 1 > 1 and int(q) + 1 <= int(lengths.max())})
+
+
+def resolve_bucket_boundaries(task: Task, bucket_boundaries, source_lengths=None) -> Optional[List[int]]:
+    """The source-length bucket boundaries ``make_dataset`` uses.
+
+    A list is used as given. ``"auto"``: the task's ``bucket_boundaries`` or, when it has none,
+    boundaries at the length quantiles of ``source_lengths``. ``None``: the task's
+    ``bucket_boundaries`` (tatoeba derives them from the training lengths) or no bucketing.
+    """
+    if isinstance(bucket_boundaries, str):
+        if bucket_boundaries != "auto":
+            raise ValueError(f"bucket_boundaries={bucket_boundaries!r} is not valid: expected a list of "
+                             f"lengths, 'auto' or null.")
+        if task.bucket_boundaries:
+            return list(task.bucket_boundaries)
+        return length_boundaries(np.asarray(source_lengths)) if source_lengths is not None else None
+    if bucket_boundaries is None:
+        return list(task.bucket_boundaries) if task.bucket_boundaries else None
+    return [int(b) for b in bucket_boundaries]
+
+
 def make_dataset(task: Task, split: str, batch_size: int, shuffle: bool = False, seed: int = 0,
                  bucket_boundaries=None) -> tf.data.Dataset:
     """``((source, target_in), target_out)`` batches, padded with 0 to the batch's longest.
 
-    Training batches are bucketed by source length so little compute goes to padding.
+    Training batches are bucketed by source length so little compute goes to padding
+    (boundaries: ``resolve_bucket_boundaries``).
     """
     src, tgt = encode(task, split)
+    if shuffle:
+        bucket_boundaries = resolve_bucket_boundaries(task, bucket_boundaries, src.row_lengths().numpy())
     ds = tf.data.Dataset.from_tensor_slices((tf.cast(src, tf.int32), tf.cast(tgt, tf.int32)))
     ds = ds.cache()
     if shuffle:

@@ -205,6 +205,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
                 if cfg.get("compare_to") is not None:
                     mlflow.set_tag("zoo.eval.compare_to", str(cfg.compare_to))
                 log_outputs(cfg.split, sources, references, metrics, signatures, outputs,
-                            int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir)
+                            int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
+                            attribution=task.attribution)
             print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}

@@ -15,9 +15,11 @@ for _module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 
-def names():
-    """Sorted names of all registered models."""
-    return MODELS.names()
+def names(task=None):
+    """Sorted names of the registered models; ``task="seq2seq"`` or ``"regression"`` filters them."""
+    if task is None:
+        return MODELS.names()
+    return [n for n in MODELS.names() if MODELS.meta(n).get("task", "seq2seq") == task]
 
 
 def create(name, /, **kwargs):

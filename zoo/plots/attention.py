@@ -16,10 +16,12 @@ def _label(token) -> str:
     return "␣" if token == " " else token
 
 
-def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence, path: str, title: str = ""):
+def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence, path: str, title: str = "",
+                      footnote: str = ""):
     """Saves a heatmap of ``weights [T_out, T_in]``: rows = output tokens, columns = input tokens.
 
-    Padding tokens ("") are cut off both axes. Returns ``path``.
+    Padding tokens ("") are cut off both axes; ``footnote`` (e.g. the corpus attribution its
+    license requires) is printed under the plot. Returns ``path``.
     """
     src = [_label(t) for t in source_tokens if _label(t) != ""]
     tgt = [_label(t) for t in target_tokens if _label(t) != ""]
@@ -36,6 +38,9 @@ def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence,
         ax.set_title(title, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
+    if footnote:
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.06)
+        fig.text(0.01, 0.01, footnote, fontsize=6, color="0.35")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -14,7 +14,8 @@ def _write_predictions(path: Path, sources, references, hypotheses) -> None:
             writer.writerow([s, r, h, int(r == h)])
 
 
-def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir):
+def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir,
+                attribution=None):
     """Logs ``<split>_*`` metrics, signatures, predictions.csv and attention heatmaps to the active run."""
     import mlflow
 
@@ -30,6 +31,7 @@ def log_outputs(split_name, sources, references, metrics, signatures, outputs, n
     for i in range(min(n_plots, len(sources))):
         attention_heatmap(outputs["attention"][i], outputs["source_tokens"][i], outputs["target_tokens"][i],
                           str(plot_dir / f"{split_name}_{i:02d}.png"),
-                          title=f"{sources[i]!r} -> {outputs['text'][i]!r} (ref {references[i]!r})")
+                          title=f"{sources[i]!r} -> {outputs['text'][i]!r} (ref {references[i]!r})",
+                          footnote=attribution or "")
     if n_plots:
         mlflow.log_artifacts(str(plot_dir), "attention")

@@ -30,11 +30,24 @@ def _resolve(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+def make_optimizer(optimizer_cfg, clipnorm=None):
+    """``optimizer.name`` (adam | adamw | sgd) with ``optimizer.learning_rate``; gradient clipping by norm."""
+    import keras
+
+    classes = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW, "sgd": keras.optimizers.SGD}
+    return classes[optimizer_cfg.name](learning_rate=float(optimizer_cfg.learning_rate),
+                                       clipnorm=float(clipnorm) if clipnorm else None)
+
+
 def build_model(cfg: DictConfig, task):
     import zoo.models
 
     kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     name = kwargs.pop("name")
+    kwargs.pop("task", None)
     model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
                               target_vocab_size=task.target_tokenizer.vocab_size, **kwargs)
     return model.ensure_built()
@@ -48,6 +61,10 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     validate_train(cfg)
     cfg = _resolve(cfg)
     quiet_tensorflow()
+    if cfg.model.get("task") == "regression":
+        from zoo.training.regression import train_regression
+
+        return train_regression(cfg)
     import keras
     import mlflow
     import tensorflow as tf
@@ -65,8 +82,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     model = build_model(cfg, task)
     t = cfg.trainer
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=float(cfg.optimizer.learning_rate),
-                                        clipnorm=float(t.clipnorm) if t.clipnorm else None),
+        optimizer=make_optimizer(cfg.optimizer, clipnorm=t.clipnorm),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
         jit_compile=bool(t.jit_compile),
     )
@@ -93,7 +109,8 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     with mlflow_run(uri, cfg.tracking.experiment, run_name=cfg.tracking.run_name) as run:
         run_id = run.info.run_id
         print(f"MLflow run {run_id} in {uri}", flush=True)
-        log_config(cfg)
+        log_config(cfg, extra_tags={k: v for k, v in (("zoo.data_sha256", task.fingerprint),
+                                                       ("zoo.data_attribution", task.attribution)) if v})
         mlflow.log_params({f"stats.{k}": v for k, v in task.stats().items()})
         mlflow.log_metric("num_params", model.count_params())
         epoch_metrics = EpochMetrics(val_metrics, tokens_per_epoch)
@@ -116,15 +133,15 @@ def train(cfg: DictConfig) -> Dict[str, float]:
             reference_tokens=task.target_tokenizer.python_split(test_references))
         with tempfile.TemporaryDirectory() as workdir:
             log_outputs("test", test_sources, test_references, metrics, signatures, outputs,
-                        int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir)
+                        int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
+                        attribution=task.attribution)
             saved_dir = os.path.join(workdir, "saved_model")
             translator.save(saved_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
             model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))  # for perplexity, re-decoding
             mlflow.log_artifacts(saved_dir, "saved_model")
             vocab_dir = Path(workdir) / "vocab"
-            vocab_dir.mkdir()
             for side, tok in (("source", task.source_tokenizer), ("target", task.target_tokenizer)):
-                (vocab_dir / f"{side}.txt").write_text("\n".join(tok.vocabulary) + "\n", encoding="utf-8")
+                tok.save_artifacts(str(vocab_dir / side))
             mlflow.log_artifacts(str(vocab_dir), "vocab")
             if cfg.tracking.log_pyfunc:
                 log_pyfunc(saved_dir)
@@ -134,8 +151,11 @@ def train(cfg: DictConfig) -> Dict[str, float]:
 
     result = {f"test_{k}": v for k, v in metrics.items()}
     result.update({"run_id": run_id, "train_seconds": train_seconds})
-    print(f"\ntest_{task.metric} = {metrics[task.metric]:.4f}   test_bleu = {metrics['bleu']:.2f}   "
-          f"({len(epoch_metrics.history)} epochs, {train_seconds:.0f} s training)")
+    summary = f"test_{task.metric} = {metrics[task.metric]:.4f}"
+    if task.metric != "bleu":
+        summary += f"   test_bleu = {metrics['bleu']:.2f}"
+    print(f"\n{summary}   test_chrf = {metrics['chrf']:.2f}   ({len(epoch_metrics.history)} epochs, "
+          f"{train_seconds:.0f} s training)")
     print(f"MLflow run id: {run_id}")
     print(f"Open the MLflow UI: {ui_command(uri)}", flush=True)
     return result

@@ -1,0 +1,141 @@
+"""Benchmarks: ``python -m zoo.bench [--models a,b] [--quick]``. Prints tables, logs nothing.
+
+Measured in one run on this machine, for each registered sequence model (default sizes,
+the dates task's vocabularies):
+- training throughput (target tokens/s) of the compiled train step;
+- decoding speed in sentences/s: greedy, beam 4, sampling (batch 64, graph-compiled);
+- cached incremental decoding vs full recompute of the prefix at 64 output tokens;
+- SavedModel ``translate`` latency for 1 and 64 sentences;
+- a reference: the machine's float32 matmul FLOP/s, and the train step's share of it.
+Speed targets are read from these tables, never asserted in unit tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _time(fn, repeats=3, warmup=1):
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def matmul_flops(n=1024, repeats=5):
+    import tensorflow as tf
+
+    a = tf.random.normal([n, n])
+    b = tf.random.normal([n, n])
+    f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    seconds = _time(lambda: f().numpy(), repeats=repeats)
+    return 2 * n ** 3 / seconds
+
+
+def bench_model(name, task, batch=64, decode_steps=64, quick=False):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import zoo.models
+    from zoo.config import CONF_DIR
+    from zoo.data import make_dataset
+    from zoo.data.task import encode
+    from zoo.decoding import beam_search, greedy_decode, sample_decode
+    from zoo.decoding.full_recompute import full_recompute_greedy
+    from zoo.export.translator import Translator
+    from omegaconf import OmegaConf
+
+    kwargs = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml"), resolve=True)
+    kwargs.pop("name")
+    kwargs.pop("task", None)
+    if kwargs.get("attention") is not None:
+        from zoo.config import attention_config
+
+        merged = attention_config(kwargs["attention"], kwargs.get("attention_options") or {})
+        kwargs["attention_options"] = {k: v for k, v in merged.items() if k not in ("name", "kind")}
+    keras.utils.set_random_seed(0)
+    model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
+                              target_vocab_size=task.target_tokenizer.vocab_size, **kwargs).ensure_built()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    row = {"model": name, "params": model.count_params()}
+
+    # Training throughput: a fixed set of batches, after one warm-up pass (tracing).
+    ds = make_dataset(task, "train", batch, shuffle=False).take(10 if quick else 30).cache()
+    tokens = sum(int(np.sum(y.numpy() != 0)) for _, y in ds)
+    model.fit(ds, epochs=1, verbose=0, shuffle=False)
+    seconds = _time(lambda: model.fit(ds, epochs=1, verbose=0, shuffle=False), repeats=1 if quick else 2, warmup=0)
+    row["train_tokens_per_s"] = tokens / seconds
+    sources = encode(task, "test")[0].to_tensor()[:batch]
+    sources = tf.cast(sources, tf.int32)
+
+    greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length))
+    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"])
+    sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9))
+    for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
+        row[f"{key}_sent_per_s"] = batch / _time(lambda: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
+
+    # Cached vs full recompute at a fixed number of output tokens (<eos> never ends the loop).
+    cached = tf.function(lambda s: greedy_decode(model, s, decode_steps, eos_id=-1)[0])
+    full = tf.function(lambda s: full_recompute_greedy(model, s, decode_steps, eos_id=-1)[0])
+    small = sources[:16]
+    row["cached_64_s"] = _time(lambda: cached(small).numpy(), repeats=2)
+    row["full_64_s"] = _time(lambda: full(small).numpy(), repeats=1 if quick else 2)
+
+    translator = Translator(model, task.source_tokenizer, task.target_tokenizer, task.max_source_length,
+                            task.max_target_length)
+    with tempfile.TemporaryDirectory() as directory:
+        translator.save(directory)
+        loaded = tf.saved_model.load(directory)
+        texts = task.splits["test"][0][:batch]
+        row["savedmodel_1_ms"] = 1000 * _time(lambda: loaded.translate(tf.constant(texts[:1]))["text"].numpy(), repeats=5)
+        row["savedmodel_64_ms"] = 1000 * _time(lambda: loaded.translate(tf.constant(texts))["text"].numpy())
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=None, help="comma-separated model names (default: all sequence models)")
+    parser.add_argument("--quick", action="store_true", help="fewer batches and repeats")
+    args = parser.parse_args(argv)
+
+    import zoo.models
+    from zoo.data import load_task
+
+    names = args.models.split(",") if args.models else zoo.models.names(task="seq2seq")
+    task = load_task({"name": "dates", "train_size": 4000, "val_size": 100, "test_size": 200, "seed": 0})
+    flops = matmul_flops()
+    print(f"reference: float32 matmul {flops / 1e9:.1f} GFLOP/s on this machine")
+    rows = []
+    for name in names:
+        print(f"... {name}", flush=True)
+        rows.append(bench_model(name, task, quick=args.quick))
+    columns = [("model", "{}", 12), ("params", "{:,}", 10), ("train_tokens_per_s", "{:,.0f}", 14),
+               ("greedy_sent_per_s", "{:,.0f}", 10), ("beam4_sent_per_s", "{:,.0f}", 10),
+               ("sample_sent_per_s", "{:,.0f}", 10), ("cached_64_s", "{:.3f}", 10), ("full_64_s", "{:.3f}", 10),
+               ("savedmodel_1_ms", "{:.1f}", 10), ("savedmodel_64_ms", "{:.1f}", 10)]
+    headers = ["model", "params", "train tok/s", "greedy s/s", "beam4 s/s", "sample s/s", "cached64 s",
+               "full64 s", "SM 1 ms", "SM 64 ms"]
+    print()
+    print(" ".join(h.rjust(w) for h, (_, _, w) in zip(headers, columns)))
+    for row in rows:
+        print(" ".join(fmt.format(row[key]).rjust(width) for key, fmt, width in columns))
+    print()
+    for row in rows:
+        print(f"{row['model']:<12} beam4/greedy time per sentence: {row['greedy_sent_per_s'] / row['beam4_sent_per_s']:.2f}x"
+              f"   full recompute / cached at 64 tokens: {row['full_64_s'] / row['cached_64_s']:.1f}x")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""The kernel-regression toy task of d2l's attention-pooling chapter, generated from a seed.
+
+``y = 2 sin(x) + x^0.8 + eps``, ``eps ~ N(0, 0.5)``; 50 sorted training points drawn
+uniformly from [0, 5); test inputs 0, 0.1, ..., 4.9 with the noise-free targets.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+
+def true_function(x):
+    return 2.0 * np.sin(x) + x ** 0.8
+
+
+def generate(n_train: int = 50, noise: float = 0.5, x_max: float = 5.0, step: float = 0.1,
+             seed: int = 0) -> Dict[str, np.ndarray]:
+    """``{"x_train", "y_train", "x_test", "y_test"}`` as float32 arrays; the same for a seed."""
+    if not isinstance(n_train, int) or n_train < 2:
+        raise ValueError(f"data.n_train must be an integer >= 2. Received: n_train={n_train}")
+    if noise < 0 or x_max <= 0 or step <= 0:
+        raise ValueError(f"data.noise must be >= 0 and data.x_max, data.step > 0. "
+                         f"Received: noise={noise}, x_max={x_max}, step={step}")
+    rng = np.random.default_rng(seed)
+    x_train = np.sort(rng.uniform(0.0, x_max, n_train))
+    y_train = true_function(x_train) + rng.normal(0.0, noise, n_train)
+    x_test = np.arange(0.0, x_max, step)
+    return {"x_train": x_train.astype("float32"), "y_train": y_train.astype("float32"),
+            "x_test": x_test.astype("float32"), "y_test": true_function(x_test).astype("float32")}

@@ -1,0 +1,281 @@
+"""Reading manythings.org/anki sentence-pair files (Tatoeba Project data), without TensorFlow.
+
+A pair file is ``<lang>-eng.zip`` holding ``<lang>.txt`` (at its root or in a folder) next to
+``_about.txt``, or that ``.txt`` extracted. Each line is ``English<TAB>Other`` or, in newer
+exports, ``English<TAB>Other<TAB>attribution``. Bad lines never stop the reading: they are
+skipped and counted by reason (``no_tab``, ``bad_columns``, ``empty_side``, ``invalid_utf8``,
+``blank``, ``duplicate``); a byte-order mark and CRLF line ends are repaired (and counted).
+
+Finding the file: ``data.path`` (relative to the working directory), else ``<pair>.zip``,
+``<pair>.txt`` or ``<lang>.txt`` in ``$ZOO_DATA_DIR`` or the cache directory; ``fetch_pair``
+downloads into the cache (only when ``data.download=true``).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+import random
+import re
+import shutil
+import tempfile
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from zoo.config import ConfigError
+
+MANYTHINGS_URL = "https://www.manythings.org/anki/{pair}.zip"
+ATTRIBUTION = ("Sentence pairs from the Tatoeba Project (tatoeba.org), packaged by manythings.org/anki; "
+               "license CC-BY 2.0 (France).")
+DATA_DIR_VARIABLE = "ZOO_DATA_DIR"
+CACHE_DIR_VARIABLE = "ZOO_CACHE_DIR"
+BOM = b"\xef\xbb\xbf"
+DROP_REASONS = ("blank", "no_tab", "bad_columns", "empty_side", "invalid_utf8", "duplicate")
+REPAIRS = ("bom", "crlf")
+_PAIR = re.compile(r"^[a-z]{2,8}-[a-z]{2,8}$")
+
+
+class CorpusError(ConfigError):
+    """The corpus file cannot be used (not a pair file, no usable line, bad checksum)."""
+
+
+class CorpusNotFoundError(CorpusError):
+    """The corpus file is not where the configuration says; the message says where to put it."""
+
+
+@dataclasses.dataclass
+class PairFile:
+    """The usable pairs of one file, in file order, and what happened to the other lines."""
+
+    path: str
+    member: Optional[str]  # the .txt inside the zip; None for a plain .txt
+    sha256: str  # of the file as given (the .zip or the .txt)
+    pairs: List[Tuple[str, str]]  # (English, other language), stripped
+    lines: int = 0
+    dropped: Dict[str, int] = dataclasses.field(default_factory=dict)
+    repaired: Dict[str, int] = dataclasses.field(default_factory=dict)
+    three_columns: int = 0  # lines with an attribution column
+
+
+def check_pair(pair: str) -> str:
+    if not isinstance(pair, str) or not _PAIR.match(pair):
+        raise ConfigError(f"data.pair={pair!r} is not valid: expected a manythings.org pair name like "
+                          f"'fra-eng' or 'deu-eng' (the file is <pair>.zip).")
+    return pair
+
+
+def pair_language(pair: str) -> str:
+    """``"fra-eng" -> "fra"``: the name of the ``.txt`` inside the zip."""
+    return check_pair(pair).split("-")[0]
+
+
+def default_cache_dir() -> Path:
+    """``$ZOO_CACHE_DIR`` or ``~/.cache/attention-zoo``; downloads go to its ``data/``."""
+    root = os.environ.get(CACHE_DIR_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "attention-zoo")
+    return Path(root) / "data"
+
+
+def candidate_names(pair: str) -> List[str]:
+    return [f"{pair}.zip", f"{pair}.txt", f"{pair_language(pair)}.txt"]
+
+
+def resolve_path(path: Optional[str] = None, pair: str = "fra-eng", download: bool = False,
+                 cache_dir: Optional[str] = None, url: Optional[str] = None, sha256: Optional[str] = None) -> Path:
+    """Where the corpus is; raises ``CorpusNotFoundError`` with what to put where.
+
+    ``path`` wins (relative to the working directory). Otherwise ``<pair>.zip``, ``<pair>.txt``
+    or ``<lang>.txt`` in ``$ZOO_DATA_DIR`` and then in the cache directory; with ``download``,
+    a missing file is fetched into the cache directory (checked against ``sha256``).
+    """
+    if not path and not pair:
+        raise ConfigError("data=tatoeba needs data.path=<file> or data.pair=<pair name, e.g. fra-eng>.")
+    source_url = url or (MANYTHINGS_URL.format(pair=check_pair(pair)) if pair else "https://www.manythings.org/anki/")
+    if path:
+        resolved = Path(os.path.expanduser(str(path)))
+        if resolved.is_file():
+            return resolved
+        raise CorpusNotFoundError(
+            f"data.path={path} does not exist (looked at {resolved.absolute()}; relative paths are relative to the "
+            f"working directory {os.getcwd()}). Put the manythings.org file there ({source_url}, or the .txt inside "
+            f"it), or point data.path at it.")
+    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else default_cache_dir()
+    folders = []
+    if os.environ.get(DATA_DIR_VARIABLE):
+        folders.append(Path(os.path.expanduser(os.environ[DATA_DIR_VARIABLE])))
+    folders.append(cache)
+    for folder in folders:
+        for name in candidate_names(pair):
+            if (folder / name).is_file():
+                return folder / name
+    if download:
+        return fetch_pair(pair, cache, url=source_url, sha256=sha256)
+    data_dir = os.environ.get(DATA_DIR_VARIABLE)
+    where = f"${DATA_DIR_VARIABLE} ({data_dir})" if data_dir else f"${DATA_DIR_VARIABLE} (not set)"
+    raise CorpusNotFoundError(
+        f"The Tatoeba corpus '{pair}' was not found: looked for {', '.join(candidate_names(pair))} in {where} and in "
+        f"the cache {cache}. Download {source_url} and put {pair}.zip in a folder named by ${DATA_DIR_VARIABLE}, "
+        f"or pass data.path=<path to {pair}.zip or {pair_language(pair)}.txt>, or pass data.download=true to fetch "
+        f"it into the cache.")
+
+
+def fetch_pair(pair: str, cache_dir, url: Optional[str] = None, sha256: Optional[str] = None,
+               timeout: float = 60.0) -> Path:
+    """Downloads ``<pair>.zip`` into ``cache_dir`` (atomically) and checks its sha256.
+
+    With ``sha256=None`` the download is kept and its checksum printed, so it can be pinned
+    (``data.sha256=...``); a mismatch deletes the download and raises ``CorpusError``.
+    """
+    url = url or MANYTHINGS_URL.format(pair=check_pair(pair))
+    cache = Path(cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    destination = cache / f"{pair}.zip"
+    request = urllib.request.Request(url, headers={"User-Agent": "attention-zoo (research; python urllib)"})
+    digest = hashlib.sha256()
+    fd, partial = tempfile.mkstemp(dir=cache, prefix=f".{pair}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as response:
+            while True:
+                chunk = response.read(1 << 20)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                out.write(chunk)
+        actual = digest.hexdigest()
+        if sha256 and actual != sha256.lower():
+            raise CorpusError(f"The download of {url} has sha256 {actual}, expected data.sha256={sha256}. "
+                              f"Nothing was kept; check the URL or update data.sha256.")
+        shutil.move(partial, destination)
+    except OSError as error:
+        raise CorpusError(f"Could not download {url} into {cache}: {error}. Download it by hand and pass "
+                          f"data.path=<file>.") from None
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    if not sha256:
+        print(f"Downloaded {url} to {destination} (sha256 {actual}; pin it with data.sha256={actual}). "
+              f"{ATTRIBUTION}", flush=True)
+    return destination
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _zip_member(archive: zipfile.ZipFile, language: Optional[str], path) -> str:
+    texts = [n for n in archive.namelist()
+             if n.lower().endswith(".txt") and not n.endswith("/") and not os.path.basename(n).startswith(("_", "."))
+             and "__MACOSX" not in n]
+    if language:
+        exact = [n for n in texts if os.path.basename(n) == f"{language}.txt"]
+        if exact:
+            return sorted(exact, key=len)[0]
+    if len(texts) == 1:
+        return texts[0]
+    wanted = f"{language}.txt" if language else "<lang>.txt"
+    raise CorpusError(f"{path} holds no single sentence-pair file: expected {wanted} (at its root or in a folder); "
+                      f"found {', '.join(texts) or 'no .txt file'}.")
+
+
+def read_bytes(path, language: Optional[str] = None) -> Tuple[bytes, Optional[str]]:
+    """The pair file's bytes (from the zip or the .txt) and the zip member's name."""
+    path = Path(path)
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            member = _zip_member(archive, language, path)
+            return archive.read(member), member
+    if path.suffix.lower() == ".zip":
+        raise CorpusError(f"{path} is not a zip archive (is the download complete?). Expected a manythings.org "
+                          f"pair file such as fra-eng.zip.")
+    return path.read_bytes(), None
+
+
+def parse_lines(data: bytes) -> Tuple[List[Tuple[str, str]], int, Dict[str, int], Dict[str, int], int]:
+    """``(pairs, lines, dropped, repaired, three_columns)`` from a pair file's bytes."""
+    dropped = collections.Counter({reason: 0 for reason in DROP_REASONS})
+    repaired = collections.Counter({repair: 0 for repair in REPAIRS})
+    pairs: List[Tuple[str, str]] = []
+    seen = set()
+    three_columns = 0
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the newline that ends the last line
+    for raw in raw_lines:
+        if raw.endswith(b"\r"):
+            raw = raw.rstrip(b"\r")
+            repaired["crlf"] += 1
+        if raw.startswith(BOM):
+            raw = raw[len(BOM):]
+            repaired["bom"] += 1
+        if not raw.strip():
+            dropped["blank"] += 1
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            dropped["invalid_utf8"] += 1
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            dropped["no_tab"] += 1
+            continue
+        if len(fields) > 3:
+            dropped["bad_columns"] += 1
+            continue
+        english, other = fields[0].strip(), fields[1].strip()
+        if not english or not other:
+            dropped["empty_side"] += 1
+            continue
+        if (english, other) in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add((english, other))
+        three_columns += len(fields) == 3
+        pairs.append((english, other))
+    return pairs, len(raw_lines), dict(dropped), dict(repaired), three_columns
+
+
+def read_pair_file(path, language: Optional[str] = None) -> PairFile:
+    """Reads every line of a pair file; raises ``CorpusError`` when no line is usable."""
+    data, member = read_bytes(path, language)
+    pairs, lines, dropped, repaired, three = parse_lines(data)
+    if not pairs:
+        reasons = ", ".join(f"{k}={v}" for k, v in dropped.items() if v) or "the file is empty"
+        raise CorpusError(f"{path}{':' + member if member else ''} has no usable sentence pair ({lines} lines; "
+                          f"{reasons}). Expected UTF-8 lines 'English<TAB>translation[<TAB>attribution]'.")
+    return PairFile(str(path), member, file_sha256(path), pairs, lines, dropped, repaired, three)
+
+
+def group_split(keys: Sequence[str], sizes: Dict[str, Optional[int]], seed: int) -> Dict[str, List[int]]:
+    """Indices of ``keys`` per split, whole groups of equal keys at a time.
+
+    ``sizes`` maps split names, in filling order, to a number of examples (``None`` = all the
+    rest); the groups are shuffled with ``seed`` and each split takes groups until it holds at
+    least its size. No key is in two splits. Indices are in ascending order in each split.
+    """
+    groups: Dict[str, List[int]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(key, []).append(index)
+    order = list(groups)
+    random.Random(seed).shuffle(order)
+    out: Dict[str, List[int]] = {name: [] for name in sizes}
+    names = list(sizes)
+    current = 0
+
+    def full(name):
+        return sizes[name] is not None and len(out[name]) >= sizes[name]
+
+    for key in order:
+        while current < len(names) and full(names[current]):
+            current += 1
+        if current == len(names):
+            break
+        out[names[current]].extend(groups[key])
+    return {name: sorted(indices) for name, indices in out.items()}
