@@ -7,9 +7,9 @@ from zoo.config import ConfigError, attention_config, flatten, options, precheck
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "Unknown model 'nope'. Available: bahdanau"),
+    (["model=nope"], "Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
-    (["data=fra"], "Unknown data 'fra'. Available: dates"),
+    (["data=fra"], "Unknown data 'fra'. Available: dates, kernel_regression, tatoeba"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
     (["model.hidden_size=0"], "model.hidden_size=0 is not valid: expected a positive integer"),
     (["-m", "model=bahdanau,nope"], "Unknown model 'nope'"),
@@ -30,7 +30,7 @@ def test_precheck_accepts_good_command_lines(argv):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "error: Unknown model 'nope'. Available: bahdanau"),
+    (["model=nope"], "error: Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
     (["trainer.epochs=abc"], "error: trainer.epochs='abc' is not valid: expected an integer (default: 20)."),
 ])
 def test_train_py_exits_with_one_line_and_no_traceback(argv, expected):

@@ -12,7 +12,17 @@ from zoo.decoding import greedy_decode  # noqa: E402
 # One line per registered model: the smallest sizes that exercise it.
 TINY = {
     "bahdanau": {"embed_dim": 8, "hidden_size": 12},
+    "luong": {"embed_dim": 8, "hidden_size": 12},
+    "seq2seq": {"embed_dim": 8, "hidden_size": 12},
+    "transformer": {"embed_dim": 8, "hidden_size": 16, "num_layers": 2, "num_heads": 2},
 }
+# The encoder-decoders (other registered models, e.g. regression ones, have their own tests).
+try:
+    SEQ2SEQ = zoo.models.names(task="seq2seq")
+except TypeError:  # a registry without tasks: every model is an encoder-decoder
+    SEQ2SEQ = zoo.models.names()
+# Models documented to have no attention: their attention weights are all zero.
+NO_ATTENTION = {"seq2seq"}
 SRC_VOCAB, TGT_VOCAB = 13, 11
 SOURCE = np.array([[5, 6, 7, 8, 3, 0, 0], [9, 4, 3, 0, 0, 0, 0], [4, 5, 6, 7, 8, 9, 3]], dtype="int32")
 TARGET_IN = np.array([[2, 5, 6, 7, 0], [2, 8, 0, 0, 0], [2, 9, 4, 5, 6]], dtype="int32")
@@ -23,15 +33,16 @@ def test_every_registered_model_has_a_config_and_a_tiny_setting():
     from zoo.config import options
 
     assert zoo.models.names() == options("model")
-    assert sorted(TINY) == zoo.models.names()
+    assert sorted(TINY) == SEQ2SEQ
 
 
-def make(name):
+def make(name, **overrides):
     keras.utils.set_random_seed(0)
-    return zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB, **TINY[name])
+    return zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB,
+                             **{**TINY[name], **overrides})
 
 
-@pytest.mark.parametrize("name", zoo.models.names())
+@pytest.mark.parametrize("name", SEQ2SEQ)
 def test_shapes_and_finite_outputs(name):
     model = make(name)
     logits = model((SOURCE, TARGET_IN))
@@ -39,16 +50,19 @@ def test_shapes_and_finite_outputs(name):
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(logits)))
 
 
-@pytest.mark.parametrize("name", zoo.models.names())
+@pytest.mark.parametrize("name", SEQ2SEQ)
 def test_attention_weights_have_the_documented_shape_and_mask(name):
     weights = keras.ops.convert_to_numpy(make(name).attention_weights((SOURCE, TARGET_IN)))
     assert weights.shape == (3, 5, 7)  # [B, T_out, T_in]
     pad = SOURCE == 0
     assert np.all(weights[np.broadcast_to(pad[:, None, :], weights.shape)] == 0.0)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    if name in NO_ATTENTION:
+        assert np.all(weights == 0.0)
+    else:
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", zoo.models.names())
+@pytest.mark.parametrize("name", SEQ2SEQ)
 def test_training_steps_lower_the_loss(name):
     model = make(name)
     model.compile(optimizer=keras.optimizers.Adam(0.01),
@@ -59,7 +73,7 @@ def test_training_steps_lower_the_loss(name):
     assert np.isfinite(last) and last < first
 
 
-@pytest.mark.parametrize("name", zoo.models.names())
+@pytest.mark.parametrize("name", SEQ2SEQ)
 def test_keras_file_round_trip_gives_identical_outputs(name, tmp_path):
     model = make(name)
     before = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
@@ -70,7 +84,7 @@ def test_keras_file_round_trip_gives_identical_outputs(name, tmp_path):
     np.testing.assert_array_equal(before, after)
 
 
-@pytest.mark.parametrize("name", zoo.models.names())
+@pytest.mark.parametrize("name", SEQ2SEQ)
 def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(name):
     model = make(name)
     ids, attention, lengths = greedy_decode(model, SOURCE, max_length=6)
@@ -84,3 +98,155 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(name):
         assert n >= 1
         np.testing.assert_array_equal(logits[row, :n].argmax(-1), ids[row, :n])
         assert np.all(ids[row, n:] == 0) and np.all(attention[row, n:] == 0)
+
+
+# -- model options ------------------------------------------------------------------------------
+VARIANTS = [
+    ("bahdanau", {"cell": "lstm", "num_layers": 2, "dropout": 0.1}),
+    ("bahdanau", {"attention": "local_m", "attention_options": {"window_size": 2}}),
+    ("bahdanau", {"attention": "multi_head"}),
+    ("luong", {"cell": "gru", "num_layers": 2, "bidirectional": False, "input_feeding": False}),
+    ("luong", {"attention": "local_m", "attention_options": {"window_size": 2}, "input_feeding": True}),
+    ("seq2seq", {"cell": "lstm", "num_layers": 2, "bidirectional": True, "reverse_source": True}),
+    ("transformer", {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"}),
+    ("transformer", {"positions": "learned", "tie_output": True, "num_layers": 1}),
+]
+
+
+def _variant_id(value):
+    if isinstance(value, str):
+        return value
+    return "-".join(f"{k}={v}" for k, v in value.items() if not isinstance(v, dict))
+
+
+@pytest.mark.parametrize("name,options", VARIANTS, ids=_variant_id)
+def test_model_options_round_trip_and_decode_consistently(name, options, tmp_path):
+    model = make(name, **options)
+    before = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    assert before.shape == (3, 5, TGT_VOCAB) and np.all(np.isfinite(before))
+    path = tmp_path / f"{name}.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(before, keras.ops.convert_to_numpy(loaded((SOURCE, TARGET_IN))))
+    ids, _, lengths = greedy_decode(model, SOURCE, max_length=6)
+    ids, lengths = ids.numpy(), lengths.numpy()
+    target_in = np.concatenate([np.full((3, 1), 2, "int32"), ids[:, :-1]], axis=1)
+    logits = keras.ops.convert_to_numpy(model((SOURCE, target_in)))
+    for row in range(3):
+        np.testing.assert_array_equal(logits[row, :lengths[row]].argmax(-1), ids[row, :lengths[row]])
+    # Beam search reorders the decoder state along the batch axis: every state tensor is batch-major.
+    from zoo.decoding import beam_search
+
+    beams = beam_search(model, SOURCE, max_length=6, beam_size=2)
+    assert beams["nbest_ids"].shape[:2] == (3, 2)
+
+
+def test_bahdanau_defaults_are_unchanged_by_the_new_options():
+    default = make("bahdanau").ensure_built()  # weights are drawn at build time
+    explicit = make("bahdanau", cell="gru", num_layers=1).ensure_built()
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(default((SOURCE, TARGET_IN))),
+                                  keras.ops.convert_to_numpy(explicit((SOURCE, TARGET_IN))))
+    assert [w.path for w in default.weights] == [w.path for w in explicit.weights]
+    assert len(default.initial_state(default.encode(SOURCE), 5)) == 1  # (s_0,), as before
+
+
+@pytest.mark.parametrize("attention", ["general", "dot", "concat", "local_m", "local_p", "location", "multi_head"])
+def test_luong_parallel_teacher_forcing_equals_the_step_by_step_scan(attention):
+    from zoo.models.seq2seq_model import Seq2SeqModel
+
+    for cell, layers in (("lstm", 1), ("gru", 2)):
+        model = make("luong", attention=attention, input_feeding=False, cell=cell, num_layers=layers)
+        parallel_logits, parallel_attention = model.teacher_forced(SOURCE, TARGET_IN)
+        scan_logits, scan_attention = Seq2SeqModel.teacher_forced(model, SOURCE, TARGET_IN)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(parallel_logits),
+                                   keras.ops.convert_to_numpy(scan_logits), atol=1e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(parallel_attention),
+                                   keras.ops.convert_to_numpy(scan_attention), atol=1e-5)
+
+
+def test_luong_local_m_windows_follow_the_target_step():
+    model = make("luong", attention="local_m", attention_options={"window_size": 1}, input_feeding=False)
+    weights = keras.ops.convert_to_numpy(model.attention_weights((SOURCE, TARGET_IN)))
+    source = np.arange(SOURCE.shape[1])
+    for t in range(TARGET_IN.shape[1]):
+        assert np.all(weights[:, t, np.abs(source - t) > 1] == 0.0)
+
+
+@pytest.mark.parametrize("attention,input_feeding", [("dot", False), ("general", True), ("concat", False),
+                                                     ("local_p", True)])
+def test_luong_trains_a_step_with_each_attention(attention, input_feeding):
+    model = make("luong", attention=attention, input_feeding=input_feeding)
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    first = model.train_on_batch((SOURCE, TARGET_IN), TARGET_OUT)
+    second = model.train_on_batch((SOURCE, TARGET_IN), TARGET_OUT)
+    assert np.isfinite(first) and np.isfinite(second) and second < first
+
+
+@pytest.mark.parametrize("options", [{"positions": "rotary"}, {"positions": "sinusoidal", "norm_first": True},
+                                     {"positions": "learned", "tie_output": True}])
+def test_transformer_cached_decoding_equals_full_recompute_at_each_step(options):
+    model = make("transformer", **options)
+    full_logits, full_attention = model.teacher_forced(SOURCE, TARGET_IN)
+    full_logits = keras.ops.convert_to_numpy(full_logits)
+    full_attention = keras.ops.convert_to_numpy(full_attention)
+    memory = model.encode(SOURCE)
+    state = model.initial_state(memory, max_length=8)  # a longer cache than the target
+    for t in range(TARGET_IN.shape[1]):
+        logits, state, attention = model.decode_step(TARGET_IN[:, t], state, memory)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), full_logits[:, t], atol=1e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(attention), full_attention[:, t], atol=1e-5)
+    assert tuple(state[1].shape) == (3, 8, 2, 4)  # [B, max_length, H, d_k], the same at every step
+
+
+def test_transformer_attention_maps_have_one_entry_per_layer_and_head():
+    model = make("transformer", num_layers=2, num_heads=2)
+    maps = model.attention_maps((SOURCE, TARGET_IN))
+    assert sorted(maps) == ["cross", "encoder", "self"]
+    shapes = {key: [tuple(m.shape) for m in value] for key, value in maps.items()}
+    assert shapes == {"encoder": [(3, 2, 7, 7)] * 2, "self": [(3, 2, 5, 5)] * 2, "cross": [(3, 2, 5, 7)] * 2}
+    self_weights = keras.ops.convert_to_numpy(maps["self"][0])
+    assert np.all(self_weights[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)  # causal
+    cross = keras.ops.convert_to_numpy(maps["cross"][-1])
+    np.testing.assert_allclose(cross.mean(1), keras.ops.convert_to_numpy(model.attention_weights((SOURCE, TARGET_IN))),
+                               atol=1e-6)
+    assert np.all(cross[np.broadcast_to((SOURCE == 0)[:, None, None, :], cross.shape)] == 0.0)
+
+
+def test_transformer_shares_embeddings_only_between_equal_vocabularies():
+    keras.utils.set_random_seed(0)
+    shared = zoo.models.create("transformer", source_vocab_size=SRC_VOCAB, target_vocab_size=SRC_VOCAB,
+                               share_embeddings=True, tie_output=True, **TINY["transformer"])
+    separate = zoo.models.create("transformer", source_vocab_size=SRC_VOCAB, target_vocab_size=SRC_VOCAB,
+                                 **TINY["transformer"])
+    shared.ensure_built(), separate.ensure_built()
+    # no target embedding [V, D], no output kernel [D, V]; the output bias stays
+    assert shared.count_params() == separate.count_params() - SRC_VOCAB * 8 - 8 * SRC_VOCAB
+    with pytest.raises(ValueError, match="share_embeddings.*source_vocab_size=13, target_vocab_size=11"):
+        make("transformer", share_embeddings=True)
+
+
+def test_seq2seq_reverse_source_reverses_within_the_length():
+    from zoo.models._common import reverse_padded
+
+    lengths = (SOURCE != 0).sum(1)
+    reversed_ = keras.ops.convert_to_numpy(reverse_padded(SOURCE, lengths))
+    assert reversed_.tolist()[:2] == [[3, 8, 7, 6, 5, 0, 0], [3, 4, 9, 0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("name,options,message", [
+    ("luong", {"attention": "x"}, "Unknown alignment attention 'x' for model luong. Available: additive, "),
+    ("luong", {"attention": "sinusoidal"}, "Unknown alignment attention 'sinusoidal' for model luong"),
+    ("luong", {"cell": "rnn"}, "argument `cell`, expected one of 'gru', 'lstm'. Received: cell='rnn'"),
+    ("luong", {"hidden_size": 7}, "expected an even integer with bidirectional=True"),
+    ("seq2seq", {"num_layers": 0}, "argument `num_layers`, expected a positive integer. Received: num_layers=0"),
+    ("seq2seq", {"dropout": 1.0}, "argument `dropout`, expected a float in \\[0, 1\\)"),
+    ("bahdanau", {"cell": "lstm2"}, "Received: cell='lstm2'"),
+    ("transformer", {"num_heads": 3}, "expected a multiple of num_heads=3"),
+    ("transformer", {"positions": "rotary", "embed_dim": 6, "num_heads": 2}, "embed_dim / num_heads must be even"),
+    ("transformer", {"positions": "alibi"}, "Received: positions='alibi'"),
+])
+def test_invalid_arguments_fail_early_with_a_clear_message(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        make(name, **options)

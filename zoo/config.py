@@ -130,6 +130,11 @@ def validate_train(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={value!r} is not valid: expected a positive integer.")
     if cfg.optimizer.name not in ("adam", "adamw", "sgd"):
         raise ConfigError(f"optimizer.name={cfg.optimizer.name} is not valid. Available: adam, adamw, sgd")
+    if cfg.optimizer.get("decay", "none") not in ("none", "inverse_sqrt"):
+        raise ConfigError(f"optimizer.decay={cfg.optimizer.decay} is not valid. Available: none, inverse_sqrt")
+    smoothing = cfg.trainer.get("label_smoothing", 0.0)
+    if not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
+        raise ConfigError(f"trainer.label_smoothing={smoothing!r} is not valid: expected a number in [0, 1).")
     lr = cfg.optimizer.learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr <= 0:
         raise ConfigError(f"optimizer.learning_rate={lr!r} is not valid: expected a positive number.")

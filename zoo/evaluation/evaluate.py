@@ -149,7 +149,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
 
                 import zoo.models  # noqa: F401 - registers the classes the .keras file names
 
-                keras_model = keras.models.load_model(extra / "model.keras")
+                keras_model = keras.models.load_model(extra / "model.keras", compile=False)
             elif overrides:
                 raise ConfigError(f"decoding overrides need the Keras model, and {saved_dir} has no "
                                   f"assets.extra/model.keras.")

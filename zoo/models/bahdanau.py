@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from zoo.models import _common
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 
@@ -23,14 +24,23 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     to initialize ``s_0``. Attention keys (``U_a h_j`` for additive) are computed once per
     source sequence in ``encode``.
 
+    ``cell="lstm"`` uses LSTMs instead (the cell state ``c_0`` gets its own ``tanh`` bridge);
+    ``num_layers > 1`` stacks encoder and decoder layers (dropout between them): decoder layer
+    ``l`` starts from encoder layer ``l``'s final state(s), the query ``s_{i-1}`` is the top
+    decoder layer's state, and the context enters the bottom layer. Attention layers that
+    take the query position (``local_m``) get the target step ``i - 1`` (0-based), which is
+    then carried in the decoder state.
+
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
         embed_dim: embedding size of both sides.
-        hidden_size: GRU size (each direction of the encoder, and the decoder).
+        hidden_size: RNN size (each direction of the encoder, and the decoder).
         bidirectional: bool, bidirectional encoder.
         attention: name of a registered alignment attention (``zoo.attention.alignment_names()``).
         attention_options: dict of keyword arguments for that attention layer.
-        dropout: dropout on embeddings and decoder outputs.
+        dropout: dropout on embeddings, between stacked layers and on decoder outputs.
+        cell: ``"gru"`` (default) or ``"lstm"``.
+        num_layers: positive int, stacked RNN layers in the encoder and in the decoder.
 
     References:
         Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and
@@ -38,10 +48,11 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     """
 
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128,
-                 bidirectional=True, attention="additive", attention_options=None, dropout=0.0, **kwargs):
+                 bidirectional=True, attention="additive", attention_options=None, dropout=0.0, cell="gru",
+                 num_layers=1, **kwargs):
         super().__init__(**kwargs)
         for name, value in [("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size),
-                            ("embed_dim", embed_dim), ("hidden_size", hidden_size)]:
+                            ("embed_dim", embed_dim), ("hidden_size", hidden_size), ("num_layers", num_layers)]:
             _positive_int(name, value)
         import zoo.attention as zoo_attention
 
@@ -56,53 +67,89 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.attention_name = attention
         self.attention_options = dict(attention_options or {})
         self.dropout = float(dropout)
+        self.cell = _common.choice("cell", cell, _common.RNN_CELLS)
+        self.num_layers = num_layers
 
+        # Layers of the default (1-layer GRU) model first and in this order: a .keras file keeps
+        # some weights by class and creation order, so older files still load.
         self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, mask_zero=True,
                                                        name="source_embedding")
         self.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding")
-        rnn = keras.layers.GRU(hidden_size, return_sequences=True, return_state=True, name="encoder_gru")
+        rnn_class = keras.layers.GRU if self.cell == "gru" else keras.layers.LSTM
+        rnn = rnn_class(hidden_size, return_sequences=True, return_state=True, name=f"encoder_{self.cell}")
         self.encoder_rnn = keras.layers.Bidirectional(rnn, name="encoder") if self.bidirectional else rnn
         self.bridge = keras.layers.Dense(hidden_size, activation="tanh", name="bridge")
         self.attention = zoo_attention.create(attention, name="attention", **self.attention_options)
-        self.decoder_cell = keras.layers.GRUCell(hidden_size, name="decoder_gru")
+        cell_class = keras.layers.GRUCell if self.cell == "gru" else keras.layers.LSTMCell
+        self.decoder_cell = cell_class(hidden_size, name=f"decoder_{self.cell}")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout")
         self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
         self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
+        # Only with cell="lstm" or num_layers > 1 (empty otherwise).
+        self.encoder_stack = [
+            _common.make_rnn(self.cell, hidden_size, f"encoder_{self.cell}_{i}", self.bidirectional)
+            for i in range(1, num_layers)]
+        self.decoder_stack = [cell_class(hidden_size, name=f"decoder_{self.cell}_{i}") for i in range(1, num_layers)]
+        self.per_layer = _common.states_per_layer(self.cell)
+        # One bridge per decoder state tensor (h, c per layer); self.bridge is the first.
+        self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}")
+                              for i in range(1, num_layers * self.per_layer)]
+        self.positional_attention = _common.takes_positions(self.attention)
+
+    @property
+    def memory_dim(self):
+        return self.hidden_size * (2 if self.bidirectional else 1)
 
     def build(self, input_shape=None):
-        memory_dim = self.hidden_size * (2 if self.bidirectional else 1)
+        memory_dim = self.memory_dim
         self.source_embedding.build((None, None))
         self.target_embedding.build((None,))
         self.encoder_rnn.build((None, None, self.embed_dim))
-        self.bridge.build((None, memory_dim))
-        self.attention.build((None, 1, self.hidden_size), (None, None, memory_dim))
-        self.decoder_cell.build((None, self.embed_dim + memory_dim))
+        for layer in self.encoder_stack:
+            layer.build((None, None, memory_dim))
+        for bridge in [self.bridge, *self.extra_bridges]:
+            bridge.build((None, memory_dim))
+        query_shape, value_shape = (None, 1, self.hidden_size), (None, None, memory_dim)
+        self.attention.build(query_shape, value_shape)
+        context_dim = self.attention.compute_output_shape(query_shape, value_shape)[-1]
+        self.decoder_cell.build((None, self.embed_dim + context_dim))
+        for cell in self.decoder_stack:
+            cell.build((None, self.hidden_size))
         self.output_projection.build((None, self.hidden_size))
         self.built = True
 
     def encode(self, source, training=None):
         mask = ops.not_equal(source, 0)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
-        outputs = self.encoder_rnn(embedded, mask=mask, training=training)
-        memory, final = outputs[0], ops.concatenate(outputs[1:], axis=-1)
+        memory, finals = _common.run_encoder([self.encoder_rnn, *self.encoder_stack], embedded, mask,
+                                             self.bidirectional, self.output_dropout, training=training)
+        finals = [state for layer in finals for state in layer]  # h (, c) per layer
+        bridged = tuple(bridge(final) for bridge, final in zip([self.bridge, *self.extra_bridges], finals))
         return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
-                "final_state": self.bridge(final)}
+                "final_state": bridged[0], "initial_states": bridged}
 
     def initial_state(self, memory, max_length=None):
-        return (memory["final_state"],)
+        state = tuple(memory["initial_states"])
+        if self.positional_attention:  # the target step, per row: [B]
+            state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
+        return state
 
     def decode_step(self, token, state, memory, training=None):
-        (previous,) = state
-        query = ops.expand_dims(previous, 1)  # s_{i-1} as [B, 1, H]
+        states = state[:self.num_layers * self.per_layer]
+        previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
+        query = ops.expand_dims(previous, 1)  # [B, 1, H]
         mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]
+        position = {"position_offset": state[-1]} if self.positional_attention else {}
         context, weights = self.attention.attend(query, memory["memory"], memory["keys"], mask=mask,
-                                                 return_attention_scores=True, training=training)
+                                                 return_attention_scores=True, training=training, **position)
         embedded = self.embedding_dropout(self.target_embedding(token), training=training)
         rnn_input = ops.concatenate([embedded, ops.squeeze(context, 1)], axis=-1)
-        output, new_state = self.decoder_cell(rnn_input, [previous], training=training)
-        new_state = new_state[0] if isinstance(new_state, (list, tuple)) else new_state
+        output, new_states = _common.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
+                                                self.per_layer, self.output_dropout, training=training)
         logits = self.output_projection(self.output_dropout(output, training=training))
-        return logits, (new_state,), ops.squeeze(weights, 1)
+        if self.positional_attention:
+            new_states += (state[-1] + 1,)
+        return logits, new_states, _common.attention_row(weights)
 
     def get_config(self):
         config = super().get_config()
@@ -110,6 +157,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
             "source_vocab_size": self.source_vocab_size, "target_vocab_size": self.target_vocab_size,
             "embed_dim": self.embed_dim, "hidden_size": self.hidden_size, "bidirectional": self.bidirectional,
             "attention": self.attention_name, "attention_options": self.attention_options, "dropout": self.dropout,
+            "cell": self.cell, "num_layers": self.num_layers,
         })
         return config
 

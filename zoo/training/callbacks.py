@@ -51,3 +51,23 @@ class EpochMetrics(keras.callbacks.Callback):
             import mlflow
 
             mlflow.log_metrics(record, step=epoch + 1)
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training at an epoch end when another epoch would pass ``minutes`` of training."""
+
+    def __init__(self, minutes: float):
+        super().__init__()
+        self.seconds = float(minutes) * 60.0
+        self.stopped_early = False
+
+    def on_train_begin(self, logs=None):
+        self._start = time.perf_counter()
+        self._last = self._start
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = time.perf_counter()
+        epoch_seconds, self._last = now - self._last, now
+        if now - self._start + epoch_seconds > self.seconds:
+            self.model.stop_training = True
+            self.stopped_early = True

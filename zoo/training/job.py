@@ -37,9 +37,14 @@ def make_optimizer(optimizer_cfg, clipnorm=None):
     """``optimizer.name`` (adam | adamw | sgd) with ``optimizer.learning_rate``; gradient clipping by norm."""
     import keras
 
+    from zoo.training.losses import WarmupSchedule
+
     classes = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW, "sgd": keras.optimizers.SGD}
-    return classes[optimizer_cfg.name](learning_rate=float(optimizer_cfg.learning_rate),
-                                       clipnorm=float(clipnorm) if clipnorm else None)
+    learning_rate = float(optimizer_cfg.learning_rate)
+    warmup, decay = int(optimizer_cfg.get("warmup_steps") or 0), optimizer_cfg.get("decay") or "none"
+    if warmup or decay != "none":
+        learning_rate = WarmupSchedule(learning_rate, warmup, decay)
+    return classes[optimizer_cfg.name](learning_rate=learning_rate, clipnorm=float(clipnorm) if clipnorm else None)
 
 
 def build_model(cfg: DictConfig, task):
@@ -74,7 +79,8 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     from zoo.evaluation import score_split
     from zoo.export.translator import Translator
     from zoo.tracking import log_config, log_outputs, mlflow_run, resolve_tracking_uri, ui_command
-    from zoo.training.callbacks import EpochMetrics
+    from zoo.training.callbacks import EpochMetrics, TimeBudget
+    from zoo.training.losses import MaskedCrossEntropy
 
     keras.utils.set_random_seed(int(cfg.seed))
     started = time.perf_counter()
@@ -83,7 +89,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     t = cfg.trainer
     model.compile(
         optimizer=make_optimizer(cfg.optimizer, clipnorm=t.clipnorm),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        loss=MaskedCrossEntropy(label_smoothing=float(t.get("label_smoothing") or 0.0)),
         jit_compile=bool(t.jit_compile),
     )
     max_target_length = int(cfg.decoding.max_length or task.max_target_length)
@@ -115,6 +121,8 @@ def train(cfg: DictConfig) -> Dict[str, float]:
         mlflow.log_metric("num_params", model.count_params())
         epoch_metrics = EpochMetrics(val_metrics, tokens_per_epoch)
         callbacks = [epoch_metrics]
+        if t.get("max_minutes"):
+            callbacks.append(TimeBudget(float(t.max_minutes)))
         if t.early_stopping_patience:
             callbacks.append(keras.callbacks.EarlyStopping(monitor="val_loss", patience=int(t.early_stopping_patience),
                                                            min_delta=float(t.early_stopping_min_delta),

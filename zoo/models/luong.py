@@ -1,0 +1,194 @@
+"""RNN encoder-decoder with global or local attention on the current state, Luong et al. 2015."""
+
+import keras
+from keras import ops
+
+from zoo.models import _common
+from zoo.models.seq2seq_model import Seq2SeqModel, register_model
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class LuongSeq2Seq(Seq2SeqModel):
+    """Stacked GRU/LSTM encoder-decoder; attention on the current decoder state ``h_t``.
+
+    At target step ``t`` the stacked decoder RNN first computes ``h_t`` (the top layer's
+    output) from the previous token; then attention uses ``h_t`` as the query (Luong et al.
+    2015, sec. 3, the "simpler computation path" ``h_t -> a_t -> c_t -> h~_t``)::
+
+        a_t(s) = align(h_t, h_s) = softmax_s(score(h_t, h_s))          (eq. 7)
+        c_t    = sum_s a_t(s) h_s
+        h~_t   = tanh(W_c [c_t; h_t])                                     (eq. 5)
+        p(y_t | y_<t, x) = softmax(W_s h~_t)                              (eq. 6)
+
+    ``score`` is any alignment attention of ``zoo.attention`` (``general`` by default, eq. 8:
+    ``h_t^T W_a h_s``; ``dot``, ``concat``, ``location``, ``local_m``, ``local_p``, ...).
+    Local attention that takes the query position (``local_m``, ``p_t = t``) gets the 0-based
+    target step. Keys (e.g. ``W_a h_s``) are computed once per source in ``encode``.
+
+    With ``input_feeding`` (sec. 3.3) the attentional vector ``h~_{t-1}`` is concatenated with
+    the embedding of ``y_{t-1}`` as the decoder input, so teacher forcing steps through time
+    (``keras.ops.scan``). Without it the decoder RNN does not depend on attention, and
+    ``teacher_forced`` runs the RNN over the whole target once and the attention over all
+    steps at once (query ``[B, Tt, H]``): the same numbers, parallel in time.
+
+    Encoder: ``num_layers`` GRU/LSTM layers; bidirectional ones have ``hidden_size // 2``
+    units per direction, concatenated (as OpenNMT's ``brnn``), so the memory ``h_s`` and every
+    final state are ``hidden_size`` wide and ``dot`` attention works. Decoder layer ``l``
+    starts from encoder layer ``l``'s final state(s) (sec. 4.1 feeds the encoder's final states
+    to the decoder). Dropout is applied to embeddings, between stacked layers and to ``h~_t``
+    before ``W_s`` (sec. 4.1 uses 0.2 on the stacked LSTM).
+
+    Shapes: ``B`` batch, ``Ts`` source steps, ``Tt`` target steps, ``H`` = ``hidden_size``,
+    ``V`` target vocabulary.
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
+        embed_dim: positive int, embedding size of both sides.
+        hidden_size: positive int ``H``, the decoder RNN size and the memory width (even when
+            ``bidirectional``).
+        cell: ``"lstm"`` (as in the paper) or ``"gru"``.
+        num_layers: positive int, stacked RNN layers in the encoder and in the decoder.
+        bidirectional: bool, bidirectional encoder (the paper's encoder is unidirectional).
+        attention: name of a registered alignment attention (``zoo.attention.alignment_names()``).
+        attention_options: dict of keyword arguments for that attention layer.
+        input_feeding: bool, feed ``h~_{t-1}`` into the decoder input (sec. 3.3; the paper's best
+            models use it). Off by default: training is then parallel in time.
+        dropout: float in [0, 1).
+
+    Example:
+        >>> import numpy as np
+        >>> model = LuongSeq2Seq(13, 11, embed_dim=8, hidden_size=12)
+        >>> tuple(model((np.array([[5, 6, 3, 0]]), np.array([[2, 5, 6]]))).shape)
+        (1, 3, 11)
+
+    References:
+        Luong, Pham, Manning. Effective Approaches to Attention-based Neural Machine
+        Translation. EMNLP 2015, sec. 3 (eq. 5-10), sec. 3.3 (input feeding).
+        https://arxiv.org/abs/1508.04025
+    """
+
+    def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128, cell="lstm",
+                 num_layers=1, bidirectional=True, attention="general", attention_options=None,
+                 input_feeding=False, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.source_vocab_size = _common.positive_int("source_vocab_size", source_vocab_size)
+        self.target_vocab_size = _common.positive_int("target_vocab_size", target_vocab_size)
+        self.embed_dim = _common.positive_int("embed_dim", embed_dim)
+        self.hidden_size = _common.positive_int("hidden_size", hidden_size)
+        self.cell = _common.choice("cell", cell, _common.RNN_CELLS)
+        self.num_layers = _common.positive_int("num_layers", num_layers)
+        self.bidirectional = _common.boolean("bidirectional", bidirectional)
+        if self.bidirectional and hidden_size % 2:
+            raise ValueError("Received an invalid value for argument `hidden_size`, expected an even integer "
+                             "with bidirectional=True (each encoder direction has hidden_size // 2 units). "
+                             f"Received: hidden_size={hidden_size}")
+        self.attention_name = attention
+        self.attention_options = dict(attention_options or {})
+        self.input_feeding = _common.boolean("input_feeding", input_feeding)
+        self.dropout = _common.rate("dropout", dropout)
+
+        dtype = self.dtype_policy
+        self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, mask_zero=True,
+                                                       name="source_embedding", dtype=dtype)
+        self.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
+                                                       dtype=dtype)
+        encoder_units = hidden_size // 2 if self.bidirectional else hidden_size
+        self.encoder_layers = [_common.make_rnn(self.cell, encoder_units, f"encoder_{i}", self.bidirectional, dtype)
+                               for i in range(num_layers)]
+        self.decoder_layers = [_common.make_rnn(self.cell, hidden_size, f"decoder_{i}", dtype=dtype)
+                               for i in range(num_layers)]
+        self.attention = _common.create_alignment_attention("luong", attention, self.attention_options)
+        self.attentional = keras.layers.Dense(hidden_size, activation="tanh", use_bias=False, name="attentional",
+                                              dtype=dtype)  # W_c
+        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)  # W_s
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
+        self.layer_dropout = keras.layers.Dropout(self.dropout, name="layer_dropout", dtype=dtype)
+        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
+        self.per_layer = _common.states_per_layer(self.cell)
+        self.positional_attention = _common.takes_positions(self.attention)
+
+    def build(self, input_shape=None):
+        hidden = self.hidden_size
+        self.source_embedding.build((None, None))
+        self.target_embedding.build((None,))
+        for index, layer in enumerate(self.encoder_layers):
+            layer.build((None, None, self.embed_dim if index == 0 else hidden))
+        for index, layer in enumerate(self.decoder_layers):
+            bottom = self.embed_dim + (hidden if self.input_feeding else 0)
+            layer.build((None, None, bottom if index == 0 else hidden))
+        query_shape, value_shape = (None, 1, hidden), (None, None, hidden)
+        self.attention.build(query_shape, value_shape)
+        context_dim = self.attention.compute_output_shape(query_shape, value_shape)[-1]
+        self.attentional.build((None, context_dim + hidden))
+        self.output_projection.build((None, hidden))
+        self.built = True
+
+    # -- the decoder interface ------------------------------------------------------------------
+    def encode(self, source, training=None):
+        mask = ops.not_equal(source, 0)
+        embedded = self.embedding_dropout(self.source_embedding(source), training=training)
+        memory, finals = _common.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
+                                             self.layer_dropout, training=training)
+        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
+                "initial_states": tuple(state for layer in finals for state in layer)}
+
+    def initial_state(self, memory, max_length=None):
+        """``(t, h_0 (, c_0) per layer[, h~_0])``: the step ``t = 0`` per row ``[B]``, encoder final states, zeros.
+
+        Every tensor has the batch first, so beam search can reorder hypotheses.
+        """
+        batch = ops.shape(memory["memory"])[0]
+        state = (ops.zeros((batch,), "int32"), *memory["initial_states"])
+        if self.input_feeding:
+            state += (ops.zeros_like(memory["initial_states"][0]),)
+        return state
+
+    def decode_step(self, token, state, memory, training=None):
+        step, rnn_states = state[0], state[1:1 + self.num_layers * self.per_layer]
+        inputs = self.embedding_dropout(self.target_embedding(token), training=training)
+        if self.input_feeding:
+            inputs = ops.concatenate([inputs, state[-1]], axis=-1)
+        cells = [layer.cell for layer in self.decoder_layers]
+        output, new_states = _common.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
+                                                training=training)  # h_t
+        mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]
+        position = {"position_offset": step} if self.positional_attention else {}
+        context, weights = self.attention.attend(ops.expand_dims(output, 1), memory["memory"], memory["keys"],
+                                                 mask=mask, return_attention_scores=True, training=training,
+                                                 **position)
+        attentional = self.attentional(ops.concatenate([ops.squeeze(context, 1), output], axis=-1))  # h~_t
+        logits = self.output_projection(self.output_dropout(attentional, training=training))
+        new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
+        return logits, new_state, _common.attention_row(weights)
+
+    def teacher_forced(self, source, target_in, training=None):
+        """Parallel in time without input feeding; the step loop of ``Seq2SeqModel`` with it."""
+        if self.input_feeding:
+            return super().teacher_forced(source, target_in, training=training)
+        self.ensure_built()
+        memory = self.encode(source, training=training)
+        inputs = self.embedding_dropout(self.target_embedding(target_in), training=training)
+        outputs = _common.run_decoder(self.decoder_layers, inputs, memory["initial_states"], self.per_layer,
+                                      self.layer_dropout, training=training)  # h_t for all t: [B, Tt, H]
+        # The layer's own call: local-m places query t at source position t (position_offset=0).
+        context, weights = self.attention(outputs, memory["memory"], value_mask=memory["memory_mask"],
+                                          return_attention_scores=True, training=training)
+        attentional = self.attentional(ops.concatenate([context, outputs], axis=-1))
+        logits = self.output_projection(self.output_dropout(attentional, training=training))
+        return logits, ops.cast(_common.head_mean(weights), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "source_vocab_size": self.source_vocab_size, "target_vocab_size": self.target_vocab_size,
+            "embed_dim": self.embed_dim, "hidden_size": self.hidden_size, "cell": self.cell,
+            "num_layers": self.num_layers, "bidirectional": self.bidirectional, "attention": self.attention_name,
+            "attention_options": self.attention_options, "input_feeding": self.input_feeding,
+            "dropout": self.dropout,
+        })
+        return config
+
+
+@register_model("luong")
+def luong(source_vocab_size, target_vocab_size, **kwargs):
+    return LuongSeq2Seq(source_vocab_size, target_vocab_size, name="luong", **kwargs)

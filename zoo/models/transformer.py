@@ -1,0 +1,410 @@
+"""Transformer encoder-decoder, Vaswani et al. 2017, with incremental (cached) decoding."""
+
+import math
+
+import keras
+from keras import ops
+
+import zoo.attention as zoo_attention
+from zoo.attention.base_attention import causal_mask, masked_softmax
+from zoo.models import _common
+from zoo.models.seq2seq_model import Seq2SeqModel, register_model
+
+POSITIONS = ("sinusoidal", "learned", "rotary")
+ACTIVATIONS = ("relu", "gelu")
+
+
+def _multi_head(attention, queries, keys, values, mask, training=None):
+    """Scaled dot-product attention of projected heads, with the weights of ``attention``.
+
+    ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tk, H, d_k]`` (``K W^K / sqrt(d_k)``,
+    from ``attention.prepare_key``), ``values [B, Tk, H, d_v]`` (``V W^V``), ``mask`` bool
+    broadcastable to ``[B, Tq, Tk]``. Returns ``(Concat(heads) W^O [B, Tq, D], weights
+    [B, H, Tq, Tk])``: eq. 1 and sec. 3.2.2 of Vaswani et al. (2017). Keys and values come in
+    projected, so a decoder caches them (self-attention) or computes them once (cross-attention).
+    """
+    scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
+    weights = masked_softmax(scores, ops.expand_dims(ops.cast(mask, "bool"), 1))
+    dropped = attention.dropout_layer(weights, training=training) if attention.dropout > 0 else weights
+    heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)
+    return attention.output_dense(heads), weights
+
+
+class _Block(keras.layers.Layer):
+    """Residual sublayer plumbing shared by the encoder and decoder layers (private)."""
+
+    def __init__(self, embed_dim, hidden_size, num_heads, dropout, attention_dropout, norm_first, activation,
+                 rotary, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.hidden_size, self.num_heads = embed_dim, hidden_size, num_heads
+        self.norm_first, self.rotary = norm_first, rotary
+        self.attention_dropout = attention_dropout
+        dtype = self.dtype_policy
+        self.self_attention = self.make_attention("self_attention")
+        self.self_attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="self_attention_norm",
+                                                                   dtype=dtype)
+        self.ffn_inner = keras.layers.Dense(hidden_size, activation=activation, name="ffn_inner", dtype=dtype)
+        self.ffn_outer = keras.layers.Dense(embed_dim, name="ffn_outer", dtype=dtype)
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", dtype=dtype)
+        self.residual_dropout = keras.layers.Dropout(dropout, name="residual_dropout", dtype=dtype)
+        self.rope = zoo_attention.create("rotary", name="rope", dtype=dtype) if rotary else None
+
+    def make_attention(self, name):
+        return zoo_attention.create("multi_head", num_heads=self.num_heads, key_dim=self.embed_dim // self.num_heads,
+                                    dropout=self.attention_dropout, name=name, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.embed_dim)
+        self.self_attention.build(shape, shape)
+        self.self_attention_norm.build(shape)
+        self.ffn_inner.build(shape)
+        self.ffn_outer.build((None, None, self.hidden_size))
+        self.ffn_norm.build(shape)
+        if self.rope is not None:
+            self.rope.build((None, None, self.num_heads, self.embed_dim // self.num_heads))
+        self.built = True
+
+    def residual(self, x, norm, sublayer, training):
+        """``LayerNorm(x + Dropout(Sublayer(x)))`` (sec. 5.4), or ``x + Dropout(Sublayer(LayerNorm(x)))``."""
+        if self.norm_first:
+            output, extra = sublayer(norm(x))
+            return x + self.residual_dropout(output, training=training), extra
+        output, extra = sublayer(x)
+        return norm(x + self.residual_dropout(output, training=training)), extra
+
+    def feed_forward(self, x, training):
+        """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2)."""
+        return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
+
+    def project_self(self, h, start_index=0):
+        """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``."""
+        attention = self.self_attention
+        queries, keys, values = attention.query_dense(h), attention.prepare_key(h), attention.value_dense(h)
+        if self.rope is not None:
+            queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
+        return queries, keys, values
+
+
+class _EncoderLayer(_Block):
+    """Self-attention + FFN (sec. 3.1), private to ``TransformerSeq2Seq``."""
+
+    def call(self, x, attention_mask, training=None):
+        def attend(h):
+            queries, keys, values = self.project_self(h)
+            return _multi_head(self.self_attention, queries, keys, values, attention_mask, training=training)
+
+        x, weights = self.residual(x, self.self_attention_norm, attend, training)
+        return self.feed_forward(x, training), weights
+
+
+class _DecoderLayer(_Block):
+    """Causal self-attention + cross-attention + FFN (sec. 3.1), private to ``TransformerSeq2Seq``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cross_attention = self.make_attention("cross_attention")
+        self.cross_attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="cross_attention_norm",
+                                                                    dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        shape = (None, None, self.embed_dim)
+        self.cross_attention.build(shape, shape)
+        self.cross_attention_norm.build(shape)
+
+    def cross_keys_values(self, memory):
+        """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source."""
+        return self.cross_attention.prepare_key(memory), self.cross_attention.value_dense(memory)
+
+    def _cross(self, x, cross_keys, cross_values, cross_mask, training):
+        def attend(h):
+            return _multi_head(self.cross_attention, self.cross_attention.query_dense(h), cross_keys, cross_values,
+                               cross_mask, training=training)
+
+        return self.residual(x, self.cross_attention_norm, attend, training)
+
+    def call(self, x, cross_keys, cross_values, cross_mask, training=None):
+        """All target positions at once: ``x [B, Tt, D]``; causal self-attention."""
+        def attend(h):
+            queries, keys, values = self.project_self(h)
+            mask = ops.expand_dims(causal_mask(ops.shape(h)[1], ops.shape(h)[1]), 0)  # [1, Tt, Tt]
+            return _multi_head(self.self_attention, queries, keys, values, mask, training=training)
+
+        x, self_weights = self.residual(x, self.self_attention_norm, attend, training)
+        x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
+        return self.feed_forward(x, training), self_weights, cross_weights
+
+    def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
+        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches ``[B, L, H, d]`` get its keys/values."""
+        slots = ops.arange(ops.shape(cache_keys)[1], dtype="int32")[None, :]  # [1, L]
+        step = ops.expand_dims(step, 1)  # [B, 1]
+        new_caches = []
+
+        def attend(h):
+            # Rows decode in lockstep (greedy, beam search), and rotary takes one scalar start.
+            queries, keys, values = self.project_self(h, start_index=ops.max(step))
+            write = ops.expand_dims(ops.expand_dims(slots == step, -1), -1)  # [B, L, 1, 1]
+            keys = ops.where(write, ops.cast(keys, cache_keys.dtype), cache_keys)
+            values = ops.where(write, ops.cast(values, cache_values.dtype), cache_values)
+            new_caches.extend([keys, values])
+            mask = ops.expand_dims(slots <= step, 1)  # [B, 1, L]: slots after `step` are not written yet
+            return _multi_head(self.self_attention, queries, keys, values, mask, training=training)
+
+        x, _ = self.residual(x, self.self_attention_norm, attend, training)
+        x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
+        return self.feed_forward(x, training), new_caches[0], new_caches[1], cross_weights
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerSeq2Seq(Seq2SeqModel):
+    """The Transformer: stacks of multi-head self-attention, cross-attention and FFN layers.
+
+    Encoder layer (sec. 3.1): ``x = LayerNorm(x + MultiHead(x, x, x))``, then
+    ``x = LayerNorm(x + FFN(x))``. Decoder layer: causal self-attention (position ``i`` sees
+    ``j <= i``), cross-attention ``MultiHead(y, m, m)`` over the encoder output ``m``, FFN;
+    each sublayer with a residual connection, dropout on its output, and LayerNorm (post-norm,
+    sec. 5.4; ``norm_first=True`` normalizes the sublayer input instead, and adds a final
+    LayerNorm after each stack: the pre-norm of Xiong et al. 2020). With
+    ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)``,
+    ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` (eq. 1), ``d_k = d_model / h``,
+    ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2). The attention layers are
+    ``zoo.attention`` ``multi_head`` layers.
+
+    Inputs: token embeddings times ``sqrt(d_model)`` (sec. 3.4) plus positions
+    (``"sinusoidal"``, sec. 3.5, or ``"learned"``), then dropout; or ``"rotary"``, which
+    rotates the queries and keys of self-attention instead (Su et al. 2021). Output:
+    ``softmax(y W_o + b)``; ``tie_output`` uses the target embedding matrix as ``W_o^T``
+    (sec. 3.4); ``share_embeddings`` uses one embedding for both sides (equal vocabularies).
+
+    ``teacher_forced`` runs all target positions at once (causal mask, no loop) and returns
+    the last decoder layer's cross-attention averaged over heads, ``[B, Tt, Ts]``.
+    ``decode_step`` is incremental: the decoder self-attention keys/values of earlier steps
+    sit in a cache preallocated by ``initial_state(memory, max_length)`` as ``[B, L, H, d_k]``
+    per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
+    the cross-attention keys/values of the source are computed once in ``encode``.
+    ``attention_maps((source, target_in))`` gives every layer's per-head weights for plots.
+
+    Target padding is not masked in decoder self-attention: padding comes after the real
+    tokens, so the causal mask keeps it from them (and greedy decoding sees the same thing).
+
+    Shapes: ``B`` batch, ``Ts`` source steps, ``Tt`` target steps, ``D`` = ``embed_dim``
+    (``d_model``), ``H`` heads, ``L`` cache length, ``V`` target vocabulary.
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
+        embed_dim: positive int ``d_model``, divisible by ``num_heads``.
+        hidden_size: positive int ``d_ff``, the inner size of the FFN.
+        num_layers: positive int ``N``, layers in the encoder and in the decoder.
+        num_heads: positive int ``h``.
+        dropout: float in [0, 1), on embeddings+positions and on every sublayer output
+            (``P_drop``, sec. 5.4).
+        attention_dropout: float in [0, 1), on the attention weights.
+        positions: ``"rotary"`` (default), ``"sinusoidal"`` (the paper) or ``"learned"``. On the
+            dates task without a learning-rate warmup, rotary trains several times faster.
+        max_length: positive int, positions with a learned embedding (``positions="learned"``;
+            later positions reuse the last one).
+        norm_first: bool, pre-norm instead of the paper's post-norm.
+        share_embeddings: bool, one embedding matrix for source and target (needs
+            ``source_vocab_size == target_vocab_size``).
+        tie_output: bool, the output projection is the transposed target embedding.
+        activation: ``"relu"`` (the paper) or ``"gelu"``, the FFN's nonlinearity.
+
+    Example:
+        >>> import numpy as np
+        >>> model = TransformerSeq2Seq(13, 11, embed_dim=8, hidden_size=16, num_heads=2)
+        >>> maps = model.attention_maps((np.array([[5, 6, 3, 0]]), np.array([[2, 5, 6]])))
+        >>> [tuple(m.shape) for m in maps["cross"]]
+        [(1, 2, 3, 4), (1, 2, 3, 4)]
+
+    References:
+        Vaswani et al. Attention Is All You Need. NeurIPS 2017, sec. 3 and 5.4.
+        https://arxiv.org/abs/1706.03762
+        Xiong et al. On Layer Normalization in the Transformer Architecture. ICML 2020.
+        Su et al. RoFormer: Enhanced Transformer with Rotary Position Embedding. 2021.
+    """
+
+    def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=256, num_layers=2,
+                 num_heads=4, dropout=0.1, attention_dropout=0.0, positions="rotary", max_length=256,
+                 norm_first=False, share_embeddings=False, tie_output=False, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        self.source_vocab_size = _common.positive_int("source_vocab_size", source_vocab_size)
+        self.target_vocab_size = _common.positive_int("target_vocab_size", target_vocab_size)
+        self.embed_dim = _common.positive_int("embed_dim", embed_dim)
+        self.hidden_size = _common.positive_int("hidden_size", hidden_size)
+        self.num_layers = _common.positive_int("num_layers", num_layers)
+        self.num_heads = _common.positive_int("num_heads", num_heads)
+        self.dropout = _common.rate("dropout", dropout)
+        self.attention_dropout = _common.rate("attention_dropout", attention_dropout)
+        self.positions = _common.choice("positions", positions, POSITIONS)
+        self.max_length = _common.positive_int("max_length", max_length)
+        self.norm_first = _common.boolean("norm_first", norm_first)
+        self.share_embeddings = _common.boolean("share_embeddings", share_embeddings)
+        self.tie_output = _common.boolean("tie_output", tie_output)
+        self.activation = _common.choice("activation", activation, ACTIVATIONS)
+        if embed_dim % num_heads:
+            raise ValueError("Received an invalid value for argument `embed_dim`, expected a multiple of "
+                             f"num_heads={num_heads} (d_k = embed_dim / num_heads). Received: embed_dim={embed_dim}")
+        if self.positions == "rotary" and (embed_dim // num_heads) % 2:
+            raise ValueError("Received an invalid value for argument `positions`: 'rotary' rotates pairs of "
+                             f"features, so embed_dim / num_heads must be even. Received: embed_dim={embed_dim}, "
+                             f"num_heads={num_heads}")
+        if self.share_embeddings and source_vocab_size != target_vocab_size:
+            raise ValueError("Received an invalid value for argument `share_embeddings`: True needs equal "
+                             f"vocabulary sizes. Received: source_vocab_size={source_vocab_size}, "
+                             f"target_vocab_size={target_vocab_size}")
+        self.head_dim = embed_dim // num_heads
+
+        dtype = self.dtype_policy
+        self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, name="source_embedding",
+                                                       dtype=dtype)
+        self.target_embedding = (self.source_embedding if self.share_embeddings else
+                                 keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
+                                                        dtype=dtype))
+        def position_layer(side):
+            if self.positions == "learned":
+                return zoo_attention.create("learned", max_length=max_length, name=f"{side}_positions", dtype=dtype)
+            if self.positions == "sinusoidal":
+                return zoo_attention.create("sinusoidal", name=f"{side}_positions", dtype=dtype)
+            return None  # rotary: inside self-attention
+
+        self.source_positions, self.target_positions = position_layer("source"), position_layer("target")
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
+        block = dict(embed_dim=embed_dim, hidden_size=hidden_size, num_heads=num_heads, dropout=self.dropout,
+                     attention_dropout=self.attention_dropout, norm_first=self.norm_first,
+                     activation=self.activation, rotary=self.positions == "rotary", dtype=dtype)
+        self.encoder_layers = [_EncoderLayer(name=f"encoder_{i}", **block) for i in range(num_layers)]
+        self.decoder_layers = [_DecoderLayer(name=f"decoder_{i}", **block) for i in range(num_layers)]
+        if self.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm", dtype=dtype)
+            self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm", dtype=dtype)
+        if not self.tie_output:
+            self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.embed_dim)
+        self.source_embedding.build((None, None))
+        if not self.share_embeddings:
+            self.target_embedding.build((None, None))
+        for layer in (self.source_positions, self.target_positions):
+            if layer is not None:
+                layer.build(shape)
+        for layer in [*self.encoder_layers, *self.decoder_layers]:
+            layer.build(shape)
+        if self.norm_first:
+            self.encoder_norm.build(shape)
+            self.decoder_norm.build(shape)
+        if self.tie_output:
+            self.output_bias = self.add_weight(name="output_bias", shape=(self.target_vocab_size,),
+                                               initializer="zeros")
+        else:
+            self.output_projection.build(shape)
+        self.built = True
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _embed(self, embedding, positions, tokens, start_index=0, training=None):
+        x = embedding(tokens) * ops.cast(math.sqrt(self.embed_dim), self.compute_dtype)
+        if positions is not None:
+            x = positions(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, y):
+        if self.norm_first:
+            y = self.decoder_norm(y)
+        if self.tie_output:
+            kernel = ops.cast(self.target_embedding.embeddings, y.dtype)
+            return ops.matmul(y, ops.transpose(kernel)) + ops.cast(self.output_bias, y.dtype)
+        return self.output_projection(y)
+
+    def _encode(self, source, training=None):
+        mask = ops.not_equal(source, 0)
+        x = self._embed(self.source_embedding, self.source_positions, source, training=training)
+        attention_mask = ops.expand_dims(mask, 1)  # [B, 1, Ts]: keys only
+        maps = []
+        for layer in self.encoder_layers:
+            x, weights = layer(x, attention_mask, training=training)
+            maps.append(weights)
+        if self.norm_first:
+            x = self.encoder_norm(x)
+        return x, mask, maps
+
+    def _decode_all(self, memory, target_in, training=None):
+        y = self._embed(self.target_embedding, self.target_positions, target_in, training=training)
+        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
+        self_maps, cross_maps = [], []
+        for layer, keys, values in zip(self.decoder_layers, memory["cross_keys"], memory["cross_values"]):
+            y, self_weights, cross_weights = layer(y, keys, values, cross_mask, training=training)
+            self_maps.append(self_weights)
+            cross_maps.append(cross_weights)
+        return self._logits(y), self_maps, cross_maps
+
+    # -- the decoder interface ------------------------------------------------------------------
+    def encode(self, source, training=None):
+        memory, mask, _ = self._encode(source, training=training)
+        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
+        return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
+                "cross_values": tuple(v for _, v in cross)}
+
+    def initial_state(self, memory, max_length=None):
+        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches ``[B, max_length, H, d_k]``.
+
+        Every tensor has the batch first, so beam search can reorder hypotheses.
+        """
+        if max_length is None:
+            raise ValueError("TransformerSeq2Seq.initial_state needs `max_length`, the size of its "
+                             "key/value cache. Received: max_length=None")
+        batch = ops.shape(memory["memory"])[0]
+        cache = ops.zeros((batch, max_length, self.num_heads, self.head_dim), dtype=self.compute_dtype)
+        return (ops.zeros((batch,), "int32"),) + (cache,) * (2 * self.num_layers)
+
+    def decode_step(self, token, state, memory, training=None):
+        step, caches = state[0], state[1:]
+        y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
+                        start_index=step, training=training)  # [B, 1, D]
+        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
+        new_caches = []
+        for index, layer in enumerate(self.decoder_layers):
+            y, keys, values, cross_weights = layer.step(
+                y, step, caches[2 * index], caches[2 * index + 1], memory["cross_keys"][index],
+                memory["cross_values"][index], cross_mask, training=training)
+            new_caches.extend([keys, values])
+        logits = ops.squeeze(self._logits(y), 1)
+        return logits, (step + 1, *new_caches), _common.attention_row(cross_weights)
+
+    def teacher_forced(self, source, target_in, training=None):
+        """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
+        self.ensure_built()
+        memory = self.encode(source, training=training)
+        logits, _, cross_maps = self._decode_all(memory, target_in, training=training)
+        return logits, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
+
+    def attention_maps(self, inputs):
+        """Per-layer, per-head attention weights of teacher-forced decoding, for plots.
+
+        Returns a dict of lists with one entry per layer: ``encoder`` ``[B, H, Ts, Ts]``,
+        ``self`` (decoder, causal) ``[B, H, Tt, Tt]`` and ``cross`` ``[B, H, Tt, Ts]``.
+        """
+        source, target_in = inputs
+        self.ensure_built()
+        memory, mask, encoder_maps = self._encode(source, training=False)
+        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
+        memory = {"memory": memory, "memory_mask": mask, "cross_keys": [k for k, _ in cross],
+                  "cross_values": [v for _, v in cross]}
+        _, self_maps, cross_maps = self._decode_all(memory, target_in, training=False)
+        return {"encoder": encoder_maps, "self": self_maps, "cross": cross_maps}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "source_vocab_size": self.source_vocab_size, "target_vocab_size": self.target_vocab_size,
+            "embed_dim": self.embed_dim, "hidden_size": self.hidden_size, "num_layers": self.num_layers,
+            "num_heads": self.num_heads, "dropout": self.dropout, "attention_dropout": self.attention_dropout,
+            "positions": self.positions, "max_length": self.max_length, "norm_first": self.norm_first,
+            "share_embeddings": self.share_embeddings, "tie_output": self.tie_output,
+            "activation": self.activation,
+        })
+        return config
+
+
+@register_model("transformer")
+def transformer(source_vocab_size, target_vocab_size, **kwargs):
+    return TransformerSeq2Seq(source_vocab_size, target_vocab_size, name="transformer", **kwargs)

@@ -1,0 +1,56 @@
+"""Losses and learning-rate schedules for sequence training."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class MaskedCrossEntropy(keras.losses.Loss):
+    """Token cross-entropy from logits, ignoring padding (id 0), with optional label smoothing.
+
+    ``loss = (1 - eps) * (-log p(y)) + eps * mean_v(-log p(v))`` averaged over real target
+    tokens (Szegedy et al. 2016; used by Vaswani et al. 2017 with eps = 0.1).
+    """
+
+    def __init__(self, label_smoothing=0.0, pad_id=0, name="masked_cross_entropy", reduction="sum", **kwargs):
+        super().__init__(name=name, reduction=reduction, **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing}")
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = int(pad_id)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        logp = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        nll = -ops.take_along_axis(logp, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
+        if self.label_smoothing > 0:
+            nll = (1.0 - self.label_smoothing) * nll - self.label_smoothing * ops.mean(logp, axis=-1)
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), nll.dtype)
+        # With reduction="sum" this is the mean over the batch's real tokens.
+        return nll * mask / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing, "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to ``learning_rate`` over ``warmup_steps``, then constant or ``lr * sqrt(w / step)``."""
+
+    def __init__(self, learning_rate, warmup_steps=0, decay="none"):
+        if decay not in ("none", "inverse_sqrt"):
+            raise ValueError(f"optimizer.decay={decay!r} is not valid. Available: none, inverse_sqrt")
+        self.learning_rate = float(learning_rate)
+        self.warmup_steps = int(warmup_steps)
+        self.decay = decay
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        warmup = float(max(self.warmup_steps, 1))
+        lr = self.learning_rate * ops.minimum(1.0, step / warmup)
+        if self.decay == "inverse_sqrt":
+            lr = lr * ops.minimum(1.0, ops.sqrt(warmup / step))
+        return lr
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps, "decay": self.decay}
