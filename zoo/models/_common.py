@@ -9,34 +9,10 @@ import numbers
 import keras
 from keras import ops
 
+# Argument checks, Keras style: the same ones the attention layers use.
+from zoo.attention._validation import _invalid, boolean, choice, positive_int  # noqa: F401
+
 RNN_CELLS = ("gru", "lstm")
-
-
-# -- argument checks, Keras style -----------------------------------------------------------
-def _invalid(name, expected, value):
-    return ValueError(f"Received an invalid value for argument `{name}`, expected {expected}. "
-                      f"Received: {name}={value!r}")
-
-
-def positive_int(name, value):
-    """Returns ``value`` if it is a positive int, else raises naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise _invalid(name, "a positive integer", value)
-    return int(value)
-
-
-def boolean(name, value):
-    """Returns ``value`` if it is a bool, else raises naming it."""
-    if not isinstance(value, bool):
-        raise _invalid(name, "a bool (True or False)", value)
-    return value
-
-
-def choice(name, value, choices):
-    """Returns ``value`` if it is one of ``choices``, else raises naming them."""
-    if not isinstance(value, str) or value not in choices:
-        raise _invalid(name, "one of " + ", ".join(repr(c) for c in choices), value)
-    return value
 
 
 def rate(name, value):

@@ -7,12 +7,6 @@ from zoo.models import _common
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 
-def _positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"Received an invalid value for argument `{name}`, expected a positive integer. "
-                         f"Received: {name}={value}")
-
-
 @keras.saving.register_keras_serializable(package="zoo")
 class BahdanauSeq2Seq(Seq2SeqModel):
     """Embedding + (bidirectional) GRU encoder, GRU decoder attending with its previous state.
@@ -53,7 +47,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         super().__init__(**kwargs)
         for name, value in [("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size),
                             ("embed_dim", embed_dim), ("hidden_size", hidden_size), ("num_layers", num_layers)]:
-            _positive_int(name, value)
+            _common.positive_int(name, value)
         import zoo.attention as zoo_attention
 
         if attention not in zoo_attention.alignment_names():
