@@ -55,6 +55,46 @@ def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
+def gradients(layer, loss_fn, inputs=()):
+    """Gradients of a scalar loss w.r.t. ``inputs`` and ``layer.trainable_variables``, on any backend.
+
+    ``loss_fn(call, *inputs)`` returns the loss, with ``keras.ops`` only; ``call(*args, **kwargs)``
+    calls ``layer``. ``layer`` must be built. TensorFlow: ``tf.GradientTape``; JAX: ``jax.grad``
+    through ``layer.stateless_call``. Returns ``(input_grads, variable_grads)``, lists of numpy
+    arrays (None where the backend gives no gradient), in the order of ``inputs`` and
+    ``layer.trainable_variables``.
+    """
+    assert layer.built, "build the layer (call it once) before taking gradients"
+    inputs = [keras.ops.convert_to_tensor(x) for x in inputs]
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        variables = list(layer.trainable_variables)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            loss = loss_fn(layer, *inputs)
+        grads = tape.gradient(loss, inputs + variables)
+    elif backend == "jax":
+        import jax
+
+        trainable = [v.value for v in layer.trainable_variables]
+        non_trainable = [v.value for v in layer.non_trainable_variables]
+
+        def loss_of(trainable, inputs):
+            def call(*args, **kwargs):
+                return layer.stateless_call(trainable, non_trainable, *args, **kwargs)[0]
+
+            return loss_fn(call, *inputs)
+
+        variable_grads, input_grads = jax.grad(loss_of, argnums=(0, 1))(trainable, inputs)
+        grads = list(input_grads) + list(variable_grads)
+    else:
+        pytest.skip(f"gradients() supports the tensorflow and jax backends, not {backend}")
+    grads = [None if g is None else np.asarray(keras.ops.convert_to_numpy(g)) for g in grads]
+    return grads[:len(inputs)], grads[len(inputs):]
+
+
 ALIGNMENT_NAMES = zoo.attention.alignment_names()
 ALL_NAMES = zoo.attention.names()
 

@@ -14,11 +14,11 @@ eq. 10 multiplies the softmax and is not renormalized, so its rows sum to a valu
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import zoo.attention
 from attention_helpers import (  # noqa: F401 (fixed_seed: autouse fixture)
-    ALIGNMENT_NAMES, B, D, TQ, TV, fixed_seed, sample_inputs, to_numpy)
+    ALIGNMENT_NAMES, B, D, TQ, TV, fixed_seed, gradients, sample_inputs, to_numpy)
 
 CONTENT_BASED = ["dot", "scaled_dot", "general", "concat", "additive", "multi_head", "key_value", "hard"]
 VALUE_MASK = np.array([[True, True, True, False, False], [True, False, True, True, True]])
@@ -29,21 +29,21 @@ def expected_output(name, layer, weights, value):
     if name == "multi_head":
         return None
     if name == "key_value":
-        return weights @ layer.split(value)[1].numpy()
+        return weights @ to_numpy(layer.split(value)[1])
     if name == "hard":
         one_hot = (weights == weights.max(-1, keepdims=True)) & (weights.sum(-1, keepdims=True) > 0)
         return one_hot.astype("float32") @ value
     return weights @ value
 
 
-def check_rows(name, weights, attendable):
+def check_rows(name, weights, attendable, atol=1e-5):
     """Rows with something to attend to sum to 1 (local_p: to (0, 1]); others are all 0."""
-    sums = weights.sum(-1)
+    sums = weights.astype("float64").sum(-1)
     attendable = np.broadcast_to(attendable, sums.shape)
     if name == "local_p":
-        assert np.all(sums[attendable] > 0) and np.all(sums[attendable] <= 1 + 1e-6)
+        assert np.all(sums[attendable] > 0) and np.all(sums[attendable] <= 1 + max(atol, 1e-6))
     else:
-        np.testing.assert_allclose(sums[attendable], 1.0, atol=1e-5)
+        np.testing.assert_allclose(sums[attendable], 1.0, atol=atol)
     assert np.all(weights[~attendable] == 0)
 
 
@@ -106,6 +106,43 @@ def test_keras_mask_on_the_value_is_honoured(name):
     masked_value = keras.layers.Masking(mask_value=0.0)(np.where(VALUE_MASK[..., None], value, 0.0))
     implicit = to_numpy(layer(query, masked_value, return_attention_scores=True)[1])
     np.testing.assert_allclose(implicit, explicit, atol=1e-6)
+
+
+def padded_ids(rng, mask):
+    """Token ids in 1..9 where ``mask`` is True and 0 (padding, masked by ``mask_zero``) elsewhere."""
+    return np.where(mask, rng.integers(1, 10, mask.shape), 0).astype("int32")
+
+
+QUERY_MASK = np.array([[True, True, True, False], [True, True, True, True]])
+
+
+@pytest.mark.parametrize("name", ALIGNMENT_NAMES)
+def test_keras_masks_from_embedding_mask_zero_are_honoured(name):
+    """``Embedding(mask_zero=True)`` outputs fed as query and value: their masks are the explicit masks."""
+    rng = np.random.default_rng(3)
+    query_ids, value_ids = padded_ids(rng, QUERY_MASK), padded_ids(rng, VALUE_MASK)
+    embedding = keras.layers.Embedding(10, D, mask_zero=True)
+    layer = zoo.attention.create(name)
+    # Eager: the masks ride on the embedding outputs.
+    query, value = embedding(query_ids), embedding(value_ids)
+    output, weights = layer(query, value, return_attention_scores=True)
+    expected_output, expected_weights = layer(to_numpy(query), to_numpy(value), query_mask=QUERY_MASK,
+                                              value_mask=VALUE_MASK, return_attention_scores=True)
+    output, w = to_numpy(output), per_head(to_numpy(weights))
+    np.testing.assert_allclose(output, to_numpy(expected_output), atol=1e-6)
+    np.testing.assert_allclose(w, per_head(to_numpy(expected_weights)), atol=1e-6)
+    allowed = QUERY_MASK[:, None, :, None] & VALUE_MASK[:, None, None, :]
+    assert np.all(w[~np.broadcast_to(allowed, w.shape)] == 0)
+    check_rows(name, w, np.broadcast_to(QUERY_MASK[:, None, :], w.shape[:-1]))
+    np.testing.assert_array_equal(output[0, 3], 0.0)  # the padded query step
+    # Functional model: the masks propagate through the graph the same way.
+    query_in = keras.Input((TQ,), dtype="int32")
+    value_in = keras.Input((TV,), dtype="int32")
+    model = keras.Model([query_in, value_in],
+                        list(layer(embedding(query_in), embedding(value_in), return_attention_scores=True)))
+    model_output, model_weights = model.predict([query_ids, value_ids], verbose=0)
+    np.testing.assert_allclose(model_output, to_numpy(expected_output), atol=1e-5)
+    np.testing.assert_allclose(model_weights, to_numpy(expected_weights), atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ALIGNMENT_NAMES)
@@ -180,27 +217,42 @@ def test_keras_file_round_trip(name, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("name", ALIGNMENT_NAMES)
-def test_one_gradient_step_changes_the_weights(name):
+# Trainable weights whose gradient is 0 by construction, with the reason; every other one must get a
+# nonzero gradient. The key bias of multi-head attention adds q_h . b_k to every score of query q in
+# head h, the same for all keys, and softmax is invariant to that shift (Keras' layer alike).
+ZERO_GRADIENT_BY_DESIGN = {"multi_head": ("key/bias",)}
+
+GRADIENT_CASES = [(name, {}) for name in ALIGNMENT_NAMES] + [("additive", {"normalize": True})]
+
+
+@pytest.mark.parametrize("name, kwargs", GRADIENT_CASES,
+                         ids=[n + "".join(f"-{k}" for k in kw) for n, kw in GRADIENT_CASES])
+def test_gradient_reaches_every_trainable_weight(name, kwargs):
     query, value = sample_inputs(name)
     value_mask = np.array([[True, True, True, False, False], [False] * TV])  # incl. a fully masked row
-    layer = zoo.attention.create(name)
+    layer = zoo.attention.create(name, **kwargs)
     layer(query, value)
-    query_t, value_t = tf.constant(query), tf.constant(value)
-    with tf.GradientTape() as tape:
-        tape.watch([query_t, value_t])
-        output, weights = layer(query_t, value_t, value_mask=value_mask, return_attention_scores=True,
-                                training=True)
-        loss = tf.reduce_mean(tf.square(output - 1.0))
-    variables = layer.trainable_variables
-    grads = tape.gradient(loss, [query_t, value_t] + list(variables))
-    for g in grads:
-        assert g is not None and np.all(np.isfinite(g.numpy()))
-    assert np.any(grads[1].numpy() != 0)
-    if variables:
-        before = [v.numpy().copy() for v in variables]
-        keras.optimizers.SGD(learning_rate=0.5).apply_gradients(zip(grads[2:], variables))
-        assert any(np.any(v.numpy() != b) for v, b in zip(variables, before))
+    variables = list(layer.trainable_variables)
+
+    def loss_fn(call, query, value):
+        output = call(query, value, value_mask=value_mask, training=True)
+        return ops.mean(ops.square(output - 1.0))
+
+    (grad_query, grad_value), grads = gradients(layer, loss_fn, [query, value])
+    for g in [grad_query, grad_value, *grads]:
+        assert g is not None and np.all(np.isfinite(g))
+    assert np.any(grad_value != 0)
+    zero_by_design = ZERO_GRADIENT_BY_DESIGN.get(name, ())
+    for variable, g in zip(variables, grads):
+        if variable.path.endswith(zero_by_design):
+            np.testing.assert_allclose(g, 0.0, atol=1e-6, err_msg=variable.path)
+        else:
+            assert np.any(g != 0), f"{variable.path} gets an all-zero gradient"
+    if variables:  # one SGD step moves every weight that has a nonzero gradient
+        before = [to_numpy(v).copy() for v in variables]
+        keras.optimizers.SGD(learning_rate=0.5).apply_gradients(zip(grads, variables))
+        for variable, b, g in zip(variables, before, grads):
+            assert np.any(to_numpy(variable) != b) or not np.any(g != 0), variable.path
 
 
 @pytest.mark.parametrize("name", ALIGNMENT_NAMES)
@@ -213,3 +265,33 @@ def test_mixed_float16_masks_without_nan(name):
     assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
     np.testing.assert_array_equal(output[1], 0.0)
     assert np.all(per_head(weights)[0, ..., 3:] == 0)
+
+
+@pytest.fixture
+def restore_dtype_policy():
+    policy = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(policy)
+
+
+@pytest.mark.parametrize("how", ["layer_dtype", "global_policy"])
+@pytest.mark.parametrize("name", ALIGNMENT_NAMES)
+def test_mixed_bfloat16(name, how, restore_dtype_policy):
+    query, value = sample_inputs(name)
+    value_mask = np.array([[True, True, True, False, False], [False] * TV])
+    if how == "global_policy":
+        keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+        layer = zoo.attention.create(name)
+    else:
+        layer = zoo.attention.create(name, dtype="mixed_bfloat16")
+    output, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
+    assert layer.compute_dtype == "bfloat16" and layer.variable_dtype == "float32"
+    assert all(v.dtype == "float32" for v in layer.weights if v.trainable)
+    assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
+    output, weights = to_numpy(output).astype("float32"), to_numpy(weights).astype("float32")
+    assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
+    w = per_head(weights)
+    assert np.all(w[0, ..., 3:] == 0)  # masked keys
+    np.testing.assert_array_equal(output[1], 0.0)  # fully masked row
+    np.testing.assert_array_equal(w[1], 0.0)
+    check_rows(name, w[:1], np.ones(w[:1].shape[:-1], bool), atol=2e-2)  # bfloat16: ~3 significant digits

@@ -40,7 +40,7 @@ def masked_softmax(scores, mask=None, axis=-1):
     Example:
         >>> import numpy as np
         >>> w = masked_softmax(np.array([[1.0, 2.0, 3.0]]), np.array([[True, True, False]]))
-        >>> np.round(keras.ops.convert_to_numpy(w), 3).tolist()
+        >>> np.round(np.asarray(keras.ops.convert_to_numpy(w), "float64"), 3).tolist()
         [[0.269, 0.731, 0.0]]
     """
     scores = ops.convert_to_tensor(scores)
