@@ -28,12 +28,13 @@ def table(experiment="attention-zoo", data=None, metric="test_exact_match", all_
     for _, run in runs.iterrows():
         if f"metrics.{metric}" not in run or run[f"metrics.{metric}"] != run[f"metrics.{metric}"]:
             continue
-        attention = run.get("params.model.attention") or "-"
+        attention = run.get("params.model.attention")
+        attention = attention if isinstance(attention, str) and attention not in ("", "None", "null") else "-"
         key = (run.get("tags.zoo.model"), attention, run.get("tags.zoo.data"))
         if key in seen and not all_runs:
             continue
         seen.add(key)
-        rows.append([run.get("tags.zoo.model"), attention if attention != "None" else "-", run.get("tags.zoo.data"),
+        rows.append([run.get("tags.zoo.model"), attention, run.get("tags.zoo.data"),
                      f"{run[f'metrics.{metric}']:.4f}", f"{run.get('metrics.test_bleu', float('nan')):.2f}",
                      f"{run.get('metrics.train_seconds', float('nan')):.0f}",
                      f"{int(run.get('metrics.num_params', 0)):,}", run["run_id"][:8]])
