@@ -5,6 +5,7 @@ sampling, in one ``tf.while_loop``) all run inside the graph, so the SavedModel 
 ``tensorflow`` and ``tensorflow_text`` to load and run.
 """
 
+import inspect
 import os
 
 import tensorflow as tf
@@ -13,8 +14,7 @@ from zoo.data.tokenizers import PAD_ID
 from zoo.decoding import STRATEGIES, beam_search, decode
 
 STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
-DECODING_DEFAULTS = {"strategy": "greedy", "beam_size": 4, "alpha": 0.0, "beta": 0.0, "temperature": 1.0,
-                     "top_k": 0, "top_p": 1.0, "seed": 0}
+DECODE_OPTIONS = tuple(p for p in inspect.signature(decode).parameters if p not in ("model", "source", "max_length"))
 
 
 class Translator(tf.Module):
@@ -41,13 +41,13 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.max_source_length = int(max_source_length)
         self.max_target_length = int(max_target_length)
-        options = dict(DECODING_DEFAULTS)
-        options.update({k: v for k, v in dict(decoding or {}).items() if k in DECODING_DEFAULTS})
-        if options["strategy"] not in STRATEGIES:
+        # Only the options given: the rest take decode()'s defaults (greedy), as conf/decoding does.
+        options = {k: v for k, v in dict(decoding or {}).items() if k in DECODE_OPTIONS and v is not None}
+        if options.get("strategy", "greedy") not in STRATEGIES:
             raise ValueError(f"Unknown decoding strategy '{options['strategy']}'. Available: {', '.join(STRATEGIES)}")
         self._decoding = options
         self.translate = tf.function(self._translate, input_signature=[STRINGS])
-        self.serving_default = tf.function(self._translate, input_signature=[STRINGS])
+        self.serving_default = self.translate  # the same function, for TF Serving
         self.translate_nbest = tf.function(self._translate_nbest, input_signature=[STRINGS])
 
     def _source(self, inputs):
@@ -70,9 +70,8 @@ class Translator(tf.Module):
 
     def _translate_nbest(self, inputs):
         _, source_ids = self._source(inputs)
-        d = self._decoding
-        out = beam_search(self.model, source_ids, self.max_target_length, beam_size=d["beam_size"],
-                          alpha=d["alpha"], beta=d["beta"])
+        beam = {k: v for k, v in self._decoding.items() if k in ("beam_size", "alpha", "beta")}
+        out = beam_search(self.model, source_ids, self.max_target_length, **beam)
         ids = out["nbest_ids"]
         shape = tf.shape(ids)
         text = self.target_tokenizer.detokenize(tf.reshape(ids, [shape[0] * shape[1], shape[2]]))

@@ -56,6 +56,44 @@ def states_per_layer(cell):
     return 2 if cell == "lstm" else 1
 
 
+def setup_rnn_encoder_decoder(model, source_vocab_size, target_vocab_size, embed_dim, hidden_size, cell,
+                              num_layers, bidirectional, dropout):
+    """Validates the shared RNN arguments and gives ``model`` its embeddings and RNN stacks.
+
+    Sets ``source_vocab_size, target_vocab_size, embed_dim, hidden_size, cell, num_layers,
+    bidirectional, dropout, source_embedding, target_embedding, encoder_layers, decoder_layers,
+    output_projection, embedding_dropout, layer_dropout, output_dropout, per_layer``; a
+    bidirectional encoder has ``hidden_size // 2`` units per direction.
+    """
+    model.source_vocab_size = positive_int("source_vocab_size", source_vocab_size)
+    model.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
+    model.embed_dim = positive_int("embed_dim", embed_dim)
+    model.hidden_size = positive_int("hidden_size", hidden_size)
+    model.cell = choice("cell", cell, RNN_CELLS)
+    model.num_layers = positive_int("num_layers", num_layers)
+    model.bidirectional = boolean("bidirectional", bidirectional)
+    if model.bidirectional and hidden_size % 2:
+        raise ValueError("Received an invalid value for argument `hidden_size`, expected an even integer "
+                         "with bidirectional=True (each encoder direction has hidden_size // 2 units). "
+                         f"Received: hidden_size={hidden_size}")
+    dtype = model.dtype_policy
+    model.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, mask_zero=True,
+                                                    name="source_embedding", dtype=dtype)
+    model.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
+                                                    dtype=dtype)
+    encoder_units = hidden_size // 2 if model.bidirectional else hidden_size
+    model.encoder_layers = [make_rnn(model.cell, encoder_units, f"encoder_{i}", model.bidirectional, dtype)
+                            for i in range(num_layers)]
+    model.decoder_layers = [make_rnn(model.cell, hidden_size, f"decoder_{i}", dtype=dtype)
+                            for i in range(num_layers)]
+    model.dropout = rate("dropout", dropout)
+    model.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
+    model.embedding_dropout = keras.layers.Dropout(model.dropout, name="embedding_dropout", dtype=dtype)
+    model.layer_dropout = keras.layers.Dropout(model.dropout, name="layer_dropout", dtype=dtype)
+    model.output_dropout = keras.layers.Dropout(model.dropout, name="output_dropout", dtype=dtype)
+    model.per_layer = states_per_layer(model.cell)
+
+
 def make_rnn(cell, units, name, bidirectional=False, dtype=None):
     """A ``GRU``/``LSTM`` layer returning sequences and state(s), optionally bidirectional.
 

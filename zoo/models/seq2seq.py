@@ -62,35 +62,9 @@ class PlainSeq2Seq(Seq2SeqModel):
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128, cell="gru",
                  num_layers=1, bidirectional=False, reverse_source=False, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.source_vocab_size = _common.positive_int("source_vocab_size", source_vocab_size)
-        self.target_vocab_size = _common.positive_int("target_vocab_size", target_vocab_size)
-        self.embed_dim = _common.positive_int("embed_dim", embed_dim)
-        self.hidden_size = _common.positive_int("hidden_size", hidden_size)
-        self.cell = _common.choice("cell", cell, _common.RNN_CELLS)
-        self.num_layers = _common.positive_int("num_layers", num_layers)
-        self.bidirectional = _common.boolean("bidirectional", bidirectional)
-        if self.bidirectional and hidden_size % 2:
-            raise ValueError("Received an invalid value for argument `hidden_size`, expected an even integer "
-                             "with bidirectional=True (each encoder direction has hidden_size // 2 units). "
-                             f"Received: hidden_size={hidden_size}")
+        _common.setup_rnn_encoder_decoder(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size,
+                                          cell, num_layers, bidirectional, dropout)
         self.reverse_source = _common.boolean("reverse_source", reverse_source)
-        self.dropout = _common.rate("dropout", dropout)
-
-        dtype = self.dtype_policy
-        self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, mask_zero=True,
-                                                       name="source_embedding", dtype=dtype)
-        self.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
-                                                       dtype=dtype)
-        encoder_units = hidden_size // 2 if self.bidirectional else hidden_size
-        self.encoder_layers = [_common.make_rnn(self.cell, encoder_units, f"encoder_{i}", self.bidirectional, dtype)
-                               for i in range(num_layers)]
-        self.decoder_layers = [_common.make_rnn(self.cell, hidden_size, f"decoder_{i}", dtype=dtype)
-                               for i in range(num_layers)]
-        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
-        self.layer_dropout = keras.layers.Dropout(self.dropout, name="layer_dropout", dtype=dtype)
-        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
-        self.per_layer = _common.states_per_layer(self.cell)
 
     def build(self, input_shape=None):
         hidden = self.hidden_size

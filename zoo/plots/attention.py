@@ -34,9 +34,14 @@ def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence,
     ax.set_yticklabels(tgt)
     ax.set_xlabel("source token")
     ax.set_ylabel("output token")
+    return save_heatmap(fig, ax, image, path, title, footnote, colorbar_fraction=0.04)
+
+
+def save_heatmap(fig, ax, image, path: str, title: str = "", footnote: str = "", colorbar_fraction=0.046):
+    """Title, colour bar, optional footnote (e.g. a data attribution); writes ``path`` and closes."""
     if title:
         ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.04)
+    fig.colorbar(image, ax=ax, fraction=colorbar_fraction)
     fig.tight_layout()
     if footnote:
         fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.06)

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from zoo.plots.attention import save_heatmap  # noqa: E402
+
 
 def regression_fits(x_train, y_train, x_test, y_test, predictions: Dict[str, np.ndarray], path: str):
     """Truth, noisy training points and each estimator's predictions on one axes."""
@@ -34,10 +36,4 @@ def regression_attention(weights, x_test, x_train, path: str, title: str = ""):
                       extent=[float(x_train[0]), float(x_train[-1]), float(x_test[-1]), float(x_test[0])])
     ax.set_xlabel("training input x_i (key)")
     ax.set_ylabel("test input x (query)")
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_heatmap(fig, ax, image, path, title)
