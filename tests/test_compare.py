@@ -1,4 +1,6 @@
-"""zoo.compare builds its table from the MLflow store, newest run per model."""
+"""zoo.compare builds its tables from the MLflow store, newest run per model; --by-length also a figure in a run."""
+
+import pytest
 
 from zoo.compare import table
 
@@ -25,3 +27,73 @@ def test_table_lists_the_newest_finished_run_per_model(mlflow_store):
     rows = [line.split(" | ") for line in lines[2:]]
     assert [(r[0].strip("| "), r[1], r[3]) for r in rows] == [("bahdanau", "additive", "0.9000"), ("seq2seq", "-", "0.7000")]
     assert table(experiment="nope", uri=mlflow_store) is None
+
+
+def _log_scored_run(mlflow, workdir, model, attention, hypotheses, references):
+    """A run logged the way training logs its test split: ``log_outputs`` on (hand-made) predictions."""
+    from zoo.evaluation import text_metrics
+    from zoo.tracking import log_outputs
+
+    tokens = lambda texts: [[c.encode() for c in t] + [b"<eos>"] for t in texts]  # noqa: E731
+    outputs = {"text": hypotheses, "source_tokens": tokens([r[::-1] for r in references]),
+               "target_tokens": tokens(hypotheses), "attention": [None] * len(references)}
+    metrics, signatures = text_metrics(hypotheses, references)
+    with mlflow.start_run() as run:
+        mlflow.set_tags({"zoo.model": model, "zoo.data": "reverse"})
+        if attention:
+            mlflow.log_param("model.attention", attention)
+        mlflow.log_metric("train_seconds", 5)
+        workdir.mkdir()
+        log_outputs("test", [r[::-1] for r in references], references, metrics, signatures, outputs, 0, 10, workdir)
+    return run.info.run_id
+
+
+def test_by_length_compares_the_runs_curves_and_logs_the_figure(mlflow_store, tmp_path):
+    import mlflow
+
+    from zoo.compare import by_length, main
+
+    mlflow.set_tracking_uri(mlflow_store)
+    mlflow.set_experiment("attention-zoo")
+    refs = ["ab", "cd", "abcdefgh", "hgfedcba", "abcdefghijklmnop", "ponmlkjihgfedcba"]
+    seq2seq = _log_scored_run(mlflow, tmp_path / "a", "seq2seq", None, ["ab", "cd", "abcdefgx", "x", "abc", "p"], refs)
+    bahdanau = _log_scored_run(mlflow, tmp_path / "b", "bahdanau", "additive", list(refs), refs)
+    result = by_length(data="reverse", uri=mlflow_store, out=str(tmp_path / "fig.png"))
+    lines = result["table"].splitlines()
+    assert lines[0] == "| model | 1-2 | 7-8 | 15-16 | all (test_exact_match) | train s | run |"
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:5] for line in lines[2:]}
+    assert rows == {"bahdanau (additive)": ["1.000", "1.000", "1.000", "1.000"],
+                    "seq2seq": ["1.000", "0.000", "0.000", "0.333"], "examples": ["2", "2", "2", ""]}
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+
+    run = mlflow.get_run(result["run_id"])
+    assert run.info.run_name == "compare-reverse" and run.data.tags["zoo.kind"] == "comparison"
+    assert set(run.data.tags["zoo.compared_runs"].split(",")) == {seq2seq, bahdanau}
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(result["run_id"])}
+    assert artifacts == {"by_length.png", "by_length.csv", "by_length.md", "runs.md"}
+    # The comparison run is not a model: the plain table and the next comparison skip it.
+    assert [r.split(" | ")[0].strip("| ") for r in table(uri=mlflow_store).splitlines()[2:]] == ["bahdanau", "seq2seq"]
+    assert main(["--data", "reverse", "--by-length", "--no-log", "--metric", "test_chrf"]) == 0
+    assert main(["--data", "dates", "--by-length"]) == 1
+    assert main(["--by-length", "--metric", "test_perplexity"]) == 2
+
+
+@pytest.mark.slow
+def test_training_runs_log_scores_by_length_that_compare_reads(mlflow_store):
+    import mlflow
+
+    from conftest import compose
+    from zoo.compare import by_length
+    from zoo.evaluation.by_length import read_csv
+    from zoo.training import train
+
+    common = ["data=reverse", "debug=smoke", "data.max_length=8", "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
+    runs = [train(compose([*common, f"model={name}"]))["run_id"] for name in ("seq2seq", "bahdanau")]
+    path = mlflow.artifacts.download_artifacts(run_id=runs[0], artifact_path="by_length/test.csv",
+                                               tracking_uri=mlflow_store)
+    rows = read_csv(path)
+    assert sum(r["count"] for r in rows) == 16 and rows[-1]["max_length"] == 8
+    assert all(r["token_accuracy"] is not None for r in rows)  # the training run passes its tokenizer
+    result = by_length(data="reverse", uri=mlflow_store)
+    assert set(result["series"]) == {"seq2seq", "bahdanau (additive)"}
+    assert set(mlflow.get_run(result["run_id"]).data.tags["zoo.compared_runs"].split(",")) == set(runs)

@@ -9,7 +9,7 @@ from zoo.config import ConfigError, attention_config, flatten, options, precheck
 @pytest.mark.parametrize("argv, expected", [
     (["model=nope"], "Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
-    (["data=fra"], "Unknown data 'fra'. Available: dates, kernel_regression, tatoeba"),
+    (["data=fra"], "Unknown data 'fra'. Available: dates, kernel_regression, reverse, tatoeba"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
     (["model.hidden_size=0"], "model.hidden_size=0 is not valid: expected a positive integer"),
     (["-m", "model=bahdanau,nope"], "Unknown model 'nope'"),

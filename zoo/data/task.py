@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from zoo.data import dates
+from zoo.data import dates, reverse
 from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, fit_tokenizer
 from zoo.registry import Registry
 
@@ -54,6 +54,24 @@ def dates_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, m
     return Task("dates", splits, src_tok, tgt_tok,
                 max_source_length=longest_src + 1 + 8,  # <eos> and some slack for unseen inputs
                 max_target_length=len("yyyy-mm-dd") + 1,
+                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)
+
+
+@DATASETS.register("reverse")
+def reverse_task(mode="reverse", train_size=20000, val_size=500, test_size=2000, min_length=1, max_length=50,
+                 alphabet=reverse.ALPHABET, seed=0, tokenizer="char", bucket_boundaries=None, **_):
+    """Random symbol strings -> reversed (or copied): long sources without a download."""
+    if tokenizer != "char":
+        raise ValueError(f"data.tokenizer={tokenizer} is not valid for data=reverse: its symbols are characters. "
+                         f"Available: char")
+    splits = reverse.splits(train_size, val_size, test_size, seed=seed, min_length=min_length,
+                            max_length=max_length, alphabet=str(alphabet), mode=mode)
+    train_src, train_tgt = splits["train"]
+    src_tok = fit_tokenizer("char", train_src, lowercase=False, name="source_tokenizer")
+    tgt_tok = fit_tokenizer("char", train_tgt, lowercase=False, name="target_tokenizer")
+    return Task("reverse", splits, src_tok, tgt_tok,
+                max_source_length=max_length + 1,  # <eos>; longer inputs are cut to the trained lengths
+                max_target_length=max_length + 1,
                 bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)
 
 

@@ -15,8 +15,13 @@ def _write_predictions(path: Path, sources, references, hypotheses) -> None:
 
 
 def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir,
-                attribution=None):
-    """Logs ``<split>_*`` metrics, signatures, predictions.csv and attention heatmaps to the active run."""
+                attribution=None, target_tokenizer=None):
+    """Logs ``<split>_*`` metrics, signatures, predictions.csv, attention heatmaps and the scores by
+    source length (``by_length/<split>.csv`` and ``.png``) to the active run.
+
+    ``target_tokenizer`` (the task's) splits the references into tokens for the token accuracy
+    by length; without it that column stays empty.
+    """
     import mlflow
 
     from zoo.plots import attention_heatmap
@@ -35,3 +40,30 @@ def log_outputs(split_name, sources, references, metrics, signatures, outputs, n
                           footnote=attribution or "")
     if n_plots:
         mlflow.log_artifacts(str(plot_dir), "attention")
+    # BLEU by length only where BLEU means something: one-word references (data=reverse) score 0.
+    panels = ("exact_match", "token_accuracy", "chrf") + (("bleu",) if metrics.get("bleu", 0) > 0 else ())
+    log_by_length(split_name, references, outputs, workdir, target_tokenizer=target_tokenizer, footnote=attribution,
+                  panels=panels)
+
+
+def log_by_length(split_name, references, outputs, workdir, target_tokenizer=None, footnote=None,
+                  panels=("exact_match", "token_accuracy", "chrf")):
+    """``by_length/<split>.csv`` and ``by_length/<split>.png``: the split's scores by source length,
+    from the predictions in ``outputs`` (what ``score_split`` returns). Returns the rows."""
+    import mlflow
+
+    from zoo.evaluation.by_length import by_length, content_tokens, token_lengths, write_csv
+    from zoo.plots import metric_by_length
+
+    reference_tokens = target_tokenizer.python_split(list(references)) if target_tokenizer is not None else None
+    rows = by_length(token_lengths(outputs["source_tokens"]), outputs["text"], references,
+                     hypothesis_tokens=content_tokens(outputs["target_tokens"]), reference_tokens=reference_tokens)
+    directory = Path(workdir) / "by_length"
+    directory.mkdir(exist_ok=True)
+    write_csv(rows, str(directory / f"{split_name}.csv"))
+    run = mlflow.get_run(mlflow.active_run().info.run_id)
+    metric_by_length({run.data.tags.get("zoo.model", split_name): rows}, str(directory / f"{split_name}.png"),
+                     metrics=panels,
+                     title=f"{split_name} split by source length", footnote=footnote or "")
+    mlflow.log_artifacts(str(directory), "by_length")
+    return rows

@@ -1,0 +1,89 @@
+"""Synthetic transduction: random symbol strings -> the same string reversed (or copied).
+
+Sources are strings over ``alphabet`` (lowercase letters by default) with lengths uniform in
+``[min_length, max_length]``; targets are the source reversed (``mode="reverse"``) or copied
+(``mode="copy"``). Everything is generated here from a seed with numpy: no download, no file.
+
+The task isolates what attention is for: every output symbol is one input symbol, so a model
+that can look back at the source solves it at any length, while an encoder-decoder without
+attention must squeeze all ``max_length`` symbols into one state vector (Bahdanau et al. 2015,
+sec. 1; Graves et al. 2014's copy task).
+
+No source string is drawn twice, so no string is in two splits. A string drawn again is
+dropped and another one drawn; the shortest lengths therefore hold fewer examples when their
+strings run out (there are only 26 one-letter strings).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+MODES = ("reverse", "copy")
+
+
+def _check(min_length: int, max_length: int, alphabet: str, mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"data.mode={mode!r} is not valid. Available: {', '.join(MODES)}")
+    if not isinstance(min_length, int) or not isinstance(max_length, int) or not 1 <= min_length <= max_length:
+        raise ValueError(f"data.min_length and data.max_length must be integers with 1 <= min_length <= max_length. "
+                         f"Received: min_length={min_length!r}, max_length={max_length!r}")
+    if not alphabet or len(set(alphabet)) != len(alphabet) or any(c.isspace() for c in alphabet):
+        raise ValueError(f"data.alphabet must hold distinct non-space characters. Received: alphabet={alphabet!r}")
+
+
+def capacity(min_length: int, max_length: int, alphabet: str = ALPHABET) -> int:
+    """Number of distinct strings with a length in ``[min_length, max_length]``."""
+    return sum(len(alphabet) ** n for n in range(min_length, max_length + 1))
+
+
+def generate(num_examples: int, seed: int, min_length: int = 1, max_length: int = 50,
+             alphabet: str = ALPHABET) -> List[str]:
+    """``num_examples`` distinct source strings, the same for the same arguments.
+
+    Raises:
+        ValueError: for bad lengths or alphabet, or more strings than half the lengths hold.
+    """
+    _check(min_length, max_length, alphabet, "reverse")
+    room = capacity(min_length, max_length, alphabet)
+    if num_examples > room // 2:
+        raise ValueError(f"Asked for {num_examples} distinct strings but lengths {min_length}-{max_length} over "
+                         f"{len(alphabet)} symbols hold {room}; ask for at most {room // 2} or allow longer strings.")
+    rng = np.random.default_rng(seed)
+    symbols = np.frombuffer(alphabet.encode("utf-32-le"), dtype=np.uint32)
+    out: Dict[str, None] = {}
+    while len(out) < num_examples:
+        n = max(64, int(1.1 * (num_examples - len(out))))
+        lengths = rng.integers(min_length, max_length + 1, size=n)
+        codes = symbols[rng.integers(0, len(alphabet), size=(n, max_length))]
+        rows = codes.view(f"<U{max_length}").ravel()  # one fixed-width string per row
+        for row, length in zip(rows.tolist(), lengths.tolist()):
+            out.setdefault(row[:length])
+            if len(out) == num_examples:
+                break
+    return list(out)
+
+
+def transform(sources: List[str], mode: str = "reverse") -> List[str]:
+    """The targets of ``sources``: each reversed (``reverse``) or unchanged (``copy``)."""
+    _check(1, 1, ALPHABET, mode)
+    return [s[::-1] for s in sources] if mode == "reverse" else list(sources)
+
+
+def splits(train_size: int, val_size: int, test_size: int, seed: int, min_length: int = 1, max_length: int = 50,
+           alphabet: str = ALPHABET, mode: str = "reverse") -> Dict[str, Tuple[List[str], List[str]]]:
+    """Train/val/test as ``{split: (sources, targets)}``; no source string is in two splits."""
+    _check(min_length, max_length, alphabet, mode)
+    sizes = {"train": train_size, "val": val_size, "test": test_size}
+    for name, size in sizes.items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"data.{name}_size must be a positive integer. Received: {name}_size={size!r}")
+    sources = generate(train_size + val_size + test_size, seed, min_length, max_length, alphabet)
+    out, start = {}, 0
+    for name, size in sizes.items():
+        chunk = sources[start:start + size]
+        out[name] = (chunk, transform(chunk, mode))
+        start += size
+    return out

@@ -1,0 +1,55 @@
+"""Scores by source length: one line per model, one panel per metric."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LABELS = {"exact_match": "exact match", "token_accuracy": "token accuracy", "bleu": "BLEU", "chrf": "chrF"}
+PERCENT = ("bleu", "chrf")  # sacreBLEU's 0-100 scores; the others are 0-1
+
+
+def metric_by_length(series: Dict[str, List[Dict[str, object]]], path: str,
+                     metrics: Sequence[str] = ("exact_match", "token_accuracy"), title: str = "",
+                     footnote: str = "") -> str:
+    """Saves a figure of ``metrics`` (one panel each) against source length for every series.
+
+    ``series`` maps a label (a model) to the rows of ``zoo.evaluation.by_length.by_length``;
+    x is the middle of each length bin. Metrics no series has a value for are left out; the
+    last panel also shows the examples per bin of the first series. Returns ``path``.
+    """
+    metrics = [m for m in metrics if any(r.get(m) is not None for rows in series.values() for r in rows)]
+    metrics = metrics or ["exact_match"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for label, rows in series.items():
+            points = [((r["min_length"] + r["max_length"]) / 2, r[metric]) for r in rows if r.get(metric) is not None]
+            if points:
+                ax.plot([x for x, _ in points], [y for _, y in points], "o-", markersize=4, label=label)
+        ax.set_xlabel("source length (tokens)")
+        ax.set_ylabel(LABELS.get(metric, metric))
+        ax.set_ylim(-0.03 * (100 if metric in PERCENT else 1), 1.03 * (100 if metric in PERCENT else 1))
+        ax.grid(alpha=0.3)
+    first = next(iter(series.values()), [])
+    if first:
+        counts = axes[0][-1].twinx()
+        counts.bar([(r["min_length"] + r["max_length"]) / 2 for r in first], [r["count"] for r in first],
+                   width=0.8 * max(1, first[0]["max_length"] - first[0]["min_length"] + 1), color="0.85", zorder=0)
+        counts.set_ylabel("examples per bin", color="0.5")
+        counts.tick_params(axis="y", colors="0.5")
+        axes[0][-1].set_zorder(counts.get_zorder() + 1)
+        axes[0][-1].patch.set_visible(False)
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if footnote:
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.06)
+        fig.text(0.01, 0.01, footnote, fontsize=6, color="0.35")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
