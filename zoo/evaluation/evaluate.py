@@ -206,6 +206,6 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
                     mlflow.set_tag("zoo.eval.compare_to", str(cfg.compare_to))
                 log_outputs(cfg.split, sources, references, metrics, signatures, outputs,
                             int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
-                            attribution=task.attribution)
+                            attribution=task.attribution, target_tokenizer=task.target_tokenizer)
             print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}

@@ -142,7 +142,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
         with tempfile.TemporaryDirectory() as workdir:
             log_outputs("test", test_sources, test_references, metrics, signatures, outputs,
                         int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
-                        attribution=task.attribution)
+                        attribution=task.attribution, target_tokenizer=task.target_tokenizer)
             saved_dir = os.path.join(workdir, "saved_model")
             translator.save(saved_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
             model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))  # for perplexity, re-decoding
