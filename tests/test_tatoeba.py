@@ -272,3 +272,28 @@ def test_download_checks_the_sha256_and_caches(tmp_path, monkeypatch):
     assert (cache / "fra-eng.zip").read_bytes() == source.read_bytes() and task.fingerprint == digest
     source.unlink()  # the second load finds the cached copy
     assert load_task(cfg).splits == task.splits
+
+
+def test_split_size_zero_uses_the_training_pairs(tmp_path):
+    """d2l trains on all its pairs and translates training sentences: val_size/test_size=0."""
+    path = write_corpus(tmp_path, "txt", lines())
+    task = task_for(path, val_size=0, test_size=0)
+    stats = task.stats()
+    assert task.splits["val"] == task.splits["train"] == task.splits["test"]
+    assert len(task.splits["train"][0]) == len(PAIRS) == stats["pairs_kept"]  # counted once
+    assert stats["val_is_train"] and stats["test_is_train"] and stats["dropped_train_size"] == 0
+    assert stats["pairs_kept"] + sum(v for k, v in stats.items() if k.startswith("dropped_")) == stats["lines_read"]
+    assert task.source_tokenizer.vocab_size == task_for(path, val_size=0.0, test_size=0.0).source_tokenizer.vocab_size
+
+    held_out = task_for(path, val_size=0, test_size=4)  # only val is the training pairs
+    assert held_out.splits["val"] == held_out.splits["train"] and 4 <= len(held_out.splits["test"][0]) <= 5
+    assert not set(held_out.splits["test"][0]) & set(held_out.splits["train"][0])
+    assert held_out.stats()["val_is_train"] and not held_out.stats()["test_is_train"]
+    assert held_out.stats()["pairs_kept"] == len(PAIRS)
+    assert task_for(path).stats()["val_is_train"] is False
+
+    with pytest.raises(ConfigError, match=r"data.val_size=-1 is not valid: expected a fraction in \(0, 1\) of the "
+                                          r"pairs or a positive number of pairs \(0: use the training pairs\)"):
+        task_for(path, val_size=-1)
+    assert manythings.group_split(["a", "b", "a"], {"test": 0, "val": 0, "train": None}, 0) == {
+        "test": [], "val": [], "train": [0, 1, 2]}

@@ -257,8 +257,8 @@ def group_split(keys: Sequence[str], sizes: Dict[str, Optional[int]], seed: int)
     """Indices of ``keys`` per split, whole groups of equal keys at a time.
 
     ``sizes`` maps split names, in filling order, to a number of examples (``None`` = all the
-    rest); the groups are shuffled with ``seed`` and each split takes groups until it holds at
-    least its size. No key is in two splits. Indices are in ascending order in each split.
+    rest, ``0`` = none); the groups are shuffled with ``seed`` and each split takes groups until
+    it holds at least its size. No key is in two splits. Indices are in ascending order in each split.
     """
     groups: Dict[str, List[int]] = {}
     for index, key in enumerate(keys):

@@ -10,7 +10,9 @@ The pipeline, deterministic for a config and a corpus file:
    than ``max_len`` words;
 4. split by the normalized source sentence (all translations of a sentence stay in one split):
    source sentences are shuffled with ``seed``; test, then val take sentences until they hold
-   ``test_size``/``val_size`` pairs; train takes the rest (at most ``train_size`` pairs);
+   ``test_size``/``val_size`` pairs; train takes the rest (at most ``train_size`` pairs).
+   ``val_size=0`` / ``test_size=0`` hold nothing out: that split is the training pairs (d2l
+   trains on all its pairs and translates training sentences; stats ``val_is_train``/``test_is_train``);
 5. fit the tokenizers on the training split, then drop pairs longer than ``max_len`` tokens of
    those tokenizers (the same as step 3 for ``word``).
 
@@ -48,10 +50,12 @@ def _positive_int_or_none(key: str, value) -> Optional[int]:
 
 
 def _split_size(key: str, value, total: int) -> int:
-    """A fraction in (0, 1) of ``total`` pairs, or a number of pairs."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    """A fraction in (0, 1) of ``total`` pairs, or a number of pairs; 0 = none held out."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise ConfigError(f"data.{key}={value!r} is not valid: expected a fraction in (0, 1) of the pairs "
-                          f"or a positive number of pairs.")
+                          f"or a positive number of pairs (0: use the training pairs).")
+    if value == 0:
+        return 0
     if isinstance(value, float) and value < 1:
         return max(1, int(round(value * total)))
     return int(value)
@@ -130,6 +134,9 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
     indices = manythings.group_split(source_keys, sizes, seed)
     assigned = sum(len(v) for v in indices.values())
     dropped["train_size"] += total - assigned
+    from_train = [name for name in ("val", "test") if sizes[name] == 0]  # size 0: the training pairs
+    for name in from_train:
+        indices[name] = list(indices["train"])
     for name in ("train", "val", "test"):
         if not indices[name]:
             raise manythings.CorpusError(
@@ -148,6 +155,9 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
     lengths = {"source": [], "target": []}
     train_source_lengths: List[int] = []
     for name in ("train", "val", "test"):
+        if name in from_train:  # the training pairs, filtered and counted once
+            splits[name] = tuple(list(side) for side in splits["train"])
+            continue
         src = [sources[i] for i in indices[name]]
         tgt = [target_refs[i] for i in indices[name]]
         src_len, tgt_len = _token_lengths(source_tokenizer, src), _token_lengths(target_tokenizer, tgt)
@@ -167,7 +177,7 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
         if name == "train":
             train_source_lengths = (src_len[rows] + 1).tolist()  # + <eos>, as the model sees them
 
-    kept = sum(len(s) for s, _ in splits.values())
+    kept = sum(len(splits[name][0]) for name in ("train", "val", "test") if name not in from_train)
     info: Dict[str, object] = {
         "corpus_file": os.path.basename(corpus.path) + (f":{corpus.member}" if corpus.member else ""),
         "corpus_sha256": corpus.sha256,
@@ -177,6 +187,8 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
         "pairs_read": len(corpus.pairs),
         "pairs_kept": kept,
         "three_column_lines": corpus.three_columns,
+        "val_is_train": "val" in from_train,
+        "test_is_train": "test" in from_train,
     }
     for reason in (*manythings.DROP_REASONS, "max_examples", "too_long", "train_size"):
         info[f"dropped_{reason}"] = int(dropped.get(reason, 0))
