@@ -18,6 +18,7 @@ OVERRIDES = [
     "data.train_size=4000", "data.val_size=200", "data.test_size=200",
     "model.embed_dim=16", "model.hidden_size=48", "trainer.epochs=4", "trainer.batch_size=64",
     "trainer.verbose=0", "tracking.attention_plots=2", "tracking.predictions=200",
+    "examples=[{source:'9 may 2018',reference:'2018-05-09'},{source:'Tue 2 Jan 1979',reference:'1979-01-02'}]",
 ]
 
 
@@ -77,6 +78,20 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     assert len(rows) == 200 and set(rows[0]) == {"source", "reference", "hypothesis", "correct"}
     accuracy = sum(r["reference"] == r["hypothesis"] for r in rows) / len(rows)
     assert accuracy == pytest.approx(metrics["test_exact_match"])
+
+
+def test_examples_are_translated_scored_and_logged(trained):
+    from zoo.evaluation.metrics import d2l_bleu
+
+    metrics = trained["client"].get_run(trained["result"]["run_id"]).data.metrics
+    rows = list(csv.DictReader(open(trained["artifacts"] / "examples.csv", encoding="utf-8")))
+    assert [(r["source"], r["reference"]) for r in rows] == [("9 may 2018", "2018-05-09"),
+                                                             ("Tue 2 Jan 1979", "1979-01-02")]
+    scores = [d2l_bleu(r["hypothesis"], r["reference"], k=2) for r in rows]
+    assert [float(r["bleu"]) for r in rows] == pytest.approx(scores, abs=1e-4)
+    assert [metrics["example_bleu_0"], metrics["example_bleu_1"]] == pytest.approx(scores)
+    assert metrics["example_bleu_mean"] == pytest.approx(sum(scores) / 2)
+    assert trained["result"]["example_bleu_mean"] == pytest.approx(metrics["example_bleu_mean"])
 
 
 def test_pyfunc_model_predicts_from_a_dataframe(trained):

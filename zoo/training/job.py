@@ -13,7 +13,8 @@ from typing import Dict
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo.config import attention_config, quiet_tensorflow, validate_train
+from zoo.config import ConfigError, attention_config, quiet_tensorflow, validate_train
+from zoo.evaluation.examples import format_examples, parse_examples, score_examples, write_examples
 
 PYFUNC_REQUIREMENTS = ["tensorflow==2.21.0", "tensorflow-text==2.21.1", "mlflow==3.17.2", "pandas"]
 
@@ -65,6 +66,9 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     """
     validate_train(cfg)
     cfg = _resolve(cfg)
+    example_pairs = parse_examples(cfg.get("examples"), cfg.get("examples_bleu_k", 2))
+    if example_pairs and cfg.model.get("task") == "regression":
+        raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a regression model.")
     quiet_tensorflow()
     if cfg.model.get("task") == "regression":
         from zoo.training.regression import train_regression
@@ -143,6 +147,12 @@ def train(cfg: DictConfig) -> Dict[str, float]:
             log_outputs("test", test_sources, test_references, metrics, signatures, outputs,
                         int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
                         attribution=task.attribution, target_tokenizer=task.target_tokenizer)
+            rows, example_metrics = score_examples(translator.translate, example_pairs, int(cfg.examples_bleu_k))
+            if rows:  # cfg.examples: d2l-style printout, examples.csv, example_bleu_<i>
+                print(format_examples(rows), flush=True)
+                write_examples(os.path.join(workdir, "examples.csv"), rows)
+                mlflow.log_artifact(os.path.join(workdir, "examples.csv"))
+                mlflow.log_metrics(example_metrics)
             saved_dir = os.path.join(workdir, "saved_model")
             translator.save(saved_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
             model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))  # for perplexity, re-decoding
@@ -158,7 +168,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
                             "epochs_trained": len(epoch_metrics.history)})
 
     result = {f"test_{k}": v for k, v in metrics.items()}
-    result.update({"run_id": run_id, "train_seconds": train_seconds})
+    result.update({"run_id": run_id, "train_seconds": train_seconds, **example_metrics})
     summary = f"test_{task.metric} = {metrics[task.metric]:.4f}"
     if task.metric != "bleu":
         summary += f"   test_bleu = {metrics['bleu']:.2f}"
