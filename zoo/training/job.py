@@ -172,6 +172,8 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     summary = f"test_{task.metric} = {metrics[task.metric]:.4f}"
     if task.metric != "bleu":
         summary += f"   test_bleu = {metrics['bleu']:.2f}"
+    if "bleu_multiref" in metrics:
+        summary += f"   test_bleu_multiref = {metrics['bleu_multiref']:.2f}"
     print(f"\n{summary}   test_chrf = {metrics['chrf']:.2f}   ({len(epoch_metrics.history)} epochs, "
           f"{train_seconds:.0f} s training)")
     print(f"MLflow run id: {run_id}")
