@@ -43,7 +43,7 @@ def metric_by_length(series: Dict[str, List[Dict[str, object]]], path: str,
         counts.tick_params(axis="y", colors="0.5")
         axes[0][-1].set_zorder(counts.get_zorder() + 1)
         axes[0][-1].patch.set_visible(False)
-    axes[0][0].legend(fontsize=8, loc="lower left")
+    axes[0][0].legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
