@@ -255,11 +255,15 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.head_dim = embed_dim // num_heads
 
         dtype = self.dtype_policy
+        # N(0, d_model^-1/2), so that the sqrt(d_model) scaling gives embeddings of unit variance, on a
+        # par with the sinusoidal positions (as tensor2tensor); Keras' default U(-0.05, 0.05) lets the
+        # positions drown the words early in training.
+        init = keras.initializers.RandomNormal(stddev=embed_dim ** -0.5)
         self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, name="source_embedding",
-                                                       dtype=dtype)
+                                                       embeddings_initializer=init, dtype=dtype)
         self.target_embedding = (self.source_embedding if self.share_embeddings else
                                  keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
-                                                        dtype=dtype))
+                                                        embeddings_initializer=init, dtype=dtype))
         def position_layer(side):
             if self.positions == "learned":
                 return zoo_attention.create("learned", max_length=max_length, name=f"{side}_positions", dtype=dtype)
