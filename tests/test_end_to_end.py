@@ -67,6 +67,12 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     assert metrics["test_exact_match"] == pytest.approx(trained["result"]["test_exact_match"])
     assert 0.0 <= metrics["test_exact_match"] <= 1.0 and 0.0 <= metrics["test_bleu"] <= 100.0
     assert metrics["val_exact_match"] > 0.2, "4 epochs on 4000 dates should learn something"
+    # The input pipeline's own time per batch against the step time (a bound, not a speed target).
+    assert metrics["input_seconds_per_batch"] > 0 and metrics["train_seconds_per_step"] > 0
+    assert metrics["input_wait_share_max"] == pytest.approx(
+        metrics["input_seconds_per_batch"] / metrics["train_seconds_per_step"], rel=1e-6)
+    # 4000 dates in batches of 64, bucketed by length: at least 63 steps per epoch.
+    assert metrics["train_seconds_per_step"] * epochs * 63 <= metrics["train_seconds"]
 
     art = trained["artifacts"]
     assert (art / "config.yaml").read_text().count("hidden_size: 48") == 1

@@ -105,6 +105,8 @@ VARIANTS = [
     ("bahdanau", {"cell": "lstm", "num_layers": 2, "dropout": 0.1}),
     ("bahdanau", {"attention": "local_m", "attention_options": {"window_size": 2}}),
     ("bahdanau", {"attention": "multi_head"}),
+    ("bahdanau", {"deep_output": True}),
+    ("bahdanau", {"deep_output": True, "cell": "lstm", "num_layers": 2, "attention": "general"}),
     ("luong", {"cell": "gru", "num_layers": 2, "bidirectional": False, "input_feeding": False}),
     ("luong", {"attention": "local_m", "attention_options": {"window_size": 2}, "input_feeding": True}),
     ("seq2seq", {"cell": "lstm", "num_layers": 2, "bidirectional": True, "reverse_source": True}),
@@ -149,6 +151,24 @@ def test_bahdanau_defaults_are_unchanged_by_the_new_options():
                                   keras.ops.convert_to_numpy(explicit((SOURCE, TARGET_IN))))
     assert [w.path for w in default.weights] == [w.path for w in explicit.weights]
     assert len(default.initial_state(default.encode(SOURCE), 5)) == 1  # (s_0,), as before
+
+
+def test_bahdanau_deep_output_is_a_maxout_of_state_previous_word_and_context():
+    model = make("bahdanau", deep_output=True, dropout=0.0).ensure_built()
+    memory = model.encode(SOURCE)
+    token = np.array([2, 2, 2], "int32")
+    state = model.initial_state(memory, 5)
+    logits, new_state, _ = model.decode_step(token, state, memory)
+    # The same step by hand: s_1 from the GRU, context from the attention, then the readout.
+    query = keras.ops.expand_dims(state[0], 1)
+    mask = keras.ops.expand_dims(memory["memory_mask"], 1)
+    context = keras.ops.squeeze(model.attention.attend(query, memory["memory"], memory["keys"], mask=mask), 1)
+    embedded = model.target_embedding(token)
+    pre = keras.ops.convert_to_numpy(model.readout(keras.ops.concatenate([new_state[0], embedded, context], -1)))
+    t = pre.reshape(3, TINY["bahdanau"]["hidden_size"], 2).max(-1)
+    expected = keras.ops.convert_to_numpy(model.output_projection(t))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected, rtol=1e-5, atol=1e-6)
+    assert not make("bahdanau").get_config()["deep_output"]  # older .keras files load as they were
 
 
 @pytest.mark.parametrize("attention", ["general", "dot", "concat", "local_m", "local_p", "location", "multi_head"])

@@ -7,6 +7,8 @@ the dates task's vocabularies):
 - cached incremental decoding vs full recompute of the prefix at 64 output tokens;
 - SavedModel ``translate`` latency for 1 and 64 sentences;
 - a reference: the machine's float32 matmul FLOP/s, and the train step's share of it.
+``python -m zoo.bench --input-wait experiment=fra_eng`` instead measures the share of training
+step time spent waiting for the input pipeline, for any ``train.py`` overrides.
 Speed targets are read from these tables, never asserted in unit tests.
 """
 
@@ -103,11 +105,66 @@ def bench_model(name, task, batch=64, decode_steps=64, quick=False):
     return row
 
 
+def input_wait(overrides, steps=300, warmup=100):
+    """Share of training step time spent blocked waiting for the next batch, measured directly.
+
+    Builds the task, the model, the optimizer and the bucketed, prefetched training pipeline of
+    ``python train.py <overrides>`` and runs ``warmup + steps`` real training steps
+    (``train_on_batch``), timing ``next(iterator)`` (the wait) apart from the step. The warm-up
+    steps trace the step function for the bucket shapes and are not counted.
+    """
+    import keras
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from zoo.config import CONF_DIR, validate_train
+    from zoo.data import load_task, make_dataset
+    from zoo.training.job import _resolve, build_model, make_optimizer
+    from zoo.training.losses import MaskedCrossEntropy
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=list(overrides))
+    validate_train(cfg)
+    cfg = _resolve(cfg)
+    keras.utils.set_random_seed(int(cfg.seed))
+    task = load_task(cfg.data)
+    t = cfg.trainer
+    model = build_model(cfg, task)
+    model.compile(optimizer=make_optimizer(cfg.optimizer, clipnorm=t.clipnorm),
+                  loss=MaskedCrossEntropy(label_smoothing=float(t.get("label_smoothing") or 0.0)),
+                  jit_compile=bool(t.jit_compile))
+    dataset = make_dataset(task, "train", int(t.batch_size), shuffle=True, seed=int(cfg.seed),
+                           bucket_boundaries=t.bucket_boundaries).repeat()
+    iterator = iter(dataset)
+    wait = compute = 0.0
+    for step in range(warmup + steps):
+        start = time.perf_counter()
+        (source, target_in), target_out = next(iterator)
+        fetched = time.perf_counter()
+        model.train_on_batch((source, target_in), target_out)
+        done = time.perf_counter()
+        if step >= warmup:
+            wait += fetched - start
+            compute += done - fetched
+    return {"overrides": " ".join(overrides) or "(defaults)", "steps": steps, "wait_s": wait, "step_s": compute,
+            "wait_share": wait / (wait + compute)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=None, help="comma-separated model names (default: all sequence models)")
     parser.add_argument("--quick", action="store_true", help="fewer batches and repeats")
+    parser.add_argument("--input-wait", nargs="*", metavar="OVERRIDE", default=None,
+                        help="only measure the share of training time spent waiting for input, for the run "
+                             "'python train.py OVERRIDE ...' would make (e.g. experiment=fra_eng)")
+    parser.add_argument("--steps", type=int, default=300, help="measured steps for --input-wait")
     args = parser.parse_args(argv)
+    if args.input_wait is not None:
+        row = input_wait(args.input_wait, steps=args.steps)
+        print(f"{row['overrides']}: {row['steps']} steps, {row['step_s'] / row['steps'] * 1000:.1f} ms per step, "
+              f"{row['wait_s'] / row['steps'] * 1000:.2f} ms waiting for input per step: "
+              f"{100 * row['wait_share']:.2f}% of step time")
+        return [row]
 
     import zoo.models
     from zoo.data import load_task

@@ -14,7 +14,10 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     At target step ``i`` (d2l's ``Seq2SeqAttentionDecoder``): the query is the previous
     decoder state ``s_{i-1}``; the context ``c_i = sum_j alpha_ij h_j`` is concatenated with
     the embedding of the previous token ``y_{i-1}``; ``s_i = GRU([e(y_{i-1}); c_i], s_{i-1})``;
-    ``p(y_i) = softmax(W_o s_i)``. The encoder's final state(s) pass through a ``tanh`` bridge
+    ``p(y_i) = softmax(W_o s_i)``; with ``deep_output`` (the paper's readout, appendix A.2.2),
+    ``p(y_i) = softmax(W_o t_i)`` with ``t_i = maxout(U_o s_i + V_o e(y_{i-1}) + C_o c_i)``, the
+    maximum over pairs of ``2 * hidden_size`` units, so the context and the previous word reach the
+    output directly, not only through the RNN state. The encoder's final state(s) pass through a ``tanh`` bridge
     to initialize ``s_0``. Attention keys (``U_a h_j`` for additive) are computed once per
     source sequence in ``encode``.
 
@@ -35,6 +38,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         dropout: dropout on embeddings, between stacked layers and on decoder outputs.
         cell: ``"gru"`` (default) or ``"lstm"``.
         num_layers: positive int, stacked RNN layers in the encoder and in the decoder.
+        deep_output: bool, the paper's maxout readout from ``s_i``, ``e(y_{i-1})`` and ``c_i``
+            instead of d2l's ``W_o s_i``. False by default here so that ``.keras`` files saved
+            before the option load unchanged; ``conf/model/bahdanau.yaml`` turns it on.
 
     References:
         Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and
@@ -43,7 +49,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
 
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128,
                  bidirectional=True, attention="additive", attention_options=None, dropout=0.0, cell="gru",
-                 num_layers=1, **kwargs):
+                 num_layers=1, deep_output=False, **kwargs):
         super().__init__(**kwargs)
         for name, value in [("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size),
                             ("embed_dim", embed_dim), ("hidden_size", hidden_size), ("num_layers", num_layers)]:
@@ -63,6 +69,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.dropout = float(dropout)
         self.cell = _common.choice("cell", cell, _common.RNN_CELLS)
         self.num_layers = num_layers
+        self.deep_output = _common.boolean("deep_output", deep_output)
 
         # Layers of the default (1-layer GRU) model first and in this order: a .keras file keeps
         # some weights by class and creation order, so older files still load.
@@ -89,6 +96,8 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}")
                               for i in range(1, num_layers * self.per_layer)]
         self.positional_attention = _common.takes_positions(self.attention)
+        if self.deep_output:  # created last: files without the option keep their weight order
+            self.readout = keras.layers.Dense(2 * hidden_size, name="readout")
 
     @property
     def memory_dim(self):
@@ -110,6 +119,8 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         for cell in self.decoder_stack:
             cell.build((None, self.hidden_size))
         self.output_projection.build((None, self.hidden_size))
+        if self.deep_output:
+            self.readout.build((None, self.hidden_size + self.embed_dim + context_dim))
         self.built = True
 
     def encode(self, source, training=None):
@@ -140,6 +151,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         rnn_input = ops.concatenate([embedded, ops.squeeze(context, 1)], axis=-1)
         output, new_states = _common.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
                                                 self.per_layer, self.output_dropout, training=training)
+        if self.deep_output:
+            pre = self.readout(ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1))
+            output = ops.max(ops.reshape(pre, (-1, self.hidden_size, 2)), axis=-1)  # maxout over pairs
         logits = self.output_projection(self.output_dropout(output, training=training))
         if self.positional_attention:
             new_states += (state[-1] + 1,)
@@ -151,7 +165,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
             "source_vocab_size": self.source_vocab_size, "target_vocab_size": self.target_vocab_size,
             "embed_dim": self.embed_dim, "hidden_size": self.hidden_size, "bidirectional": self.bidirectional,
             "attention": self.attention_name, "attention_options": self.attention_options, "dropout": self.dropout,
-            "cell": self.cell, "num_layers": self.num_layers,
+            "cell": self.cell, "num_layers": self.num_layers, "deep_output": self.deep_output,
         })
         return config
 

@@ -25,11 +25,18 @@ class EpochMetrics(keras.callbacks.Callback):
         self.log_to_mlflow = log_to_mlflow
         self._start: Optional[float] = None
         self._train_seconds: Optional[float] = None
+        self._batches = 0
         self.history = []
+        self.train_steps = 0  # training steps, all epochs
+        self.train_step_seconds = 0.0  # their wall time, validation excluded
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches = batch + 1
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
         self._train_seconds = None
+        self._batches = 0
 
     def on_test_begin(self, logs=None):
         if self._start is not None and self._train_seconds is None:
@@ -38,6 +45,8 @@ class EpochMetrics(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
         seconds = self._train_seconds or (time.perf_counter() - self._start)
+        self.train_steps += self._batches
+        self.train_step_seconds += seconds
         logs["train_tokens_per_sec"] = self.tokens_per_epoch / max(seconds, 1e-9)
         for name, value in self.evaluate_fn().items():
             logs[f"val_{name}"] = value
@@ -71,3 +80,18 @@ class TimeBudget(keras.callbacks.Callback):
         if now - self._start + epoch_seconds > self.seconds:
             self.model.stop_training = True
             self.stopped_early = True
+
+
+def input_seconds_per_batch(dataset, max_batches: Optional[int] = None) -> float:
+    """Seconds the input pipeline alone takes to produce one batch of ``dataset``.
+
+    Iterates ``max_batches`` batches (all of them when None) with nothing else running, shuffle
+    buffer fill included. Training overlaps this work with the step (``prefetch``), so
+    ``input_seconds_per_batch / seconds_per_step`` bounds the share of step time spent waiting
+    for input from above: it is what the wait would be with no overlap at all.
+    """
+    start = time.perf_counter()
+    batches = 0
+    for _ in (dataset.take(max_batches) if max_batches else dataset):
+        batches += 1
+    return (time.perf_counter() - start) / max(batches, 1)

@@ -83,7 +83,7 @@ def train(cfg: DictConfig) -> Dict[str, float]:
     from zoo.evaluation import score_split
     from zoo.export.translator import Translator
     from zoo.tracking import log_config, log_outputs, mlflow_run, resolve_tracking_uri, ui_command
-    from zoo.training.callbacks import EpochMetrics, TimeBudget
+    from zoo.training.callbacks import EpochMetrics, TimeBudget, input_seconds_per_batch
     from zoo.training.losses import MaskedCrossEntropy
 
     keras.utils.set_random_seed(int(cfg.seed))
@@ -138,6 +138,11 @@ def train(cfg: DictConfig) -> Dict[str, float]:
                   steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None,
                   callbacks=callbacks, verbose=int(t.verbose), shuffle=False)  # the pipeline shuffles
         train_seconds = time.perf_counter() - fit_started
+        # Input pipeline cost per batch, measured alone after training, against the step time.
+        input_seconds = input_seconds_per_batch(train_ds, int(t.steps_per_epoch) if t.steps_per_epoch else None)
+        step_seconds = epoch_metrics.train_step_seconds / max(epoch_metrics.train_steps, 1)
+        mlflow.log_metrics({"input_seconds_per_batch": input_seconds, "train_seconds_per_step": step_seconds,
+                            "input_wait_share_max": input_seconds / max(step_seconds, 1e-9)})
 
         test_sources, test_references = task.splits["test"]
         metrics, signatures, outputs = score_split(
