@@ -64,6 +64,30 @@ def _quiet_mlflow() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def prepare_store(tracking_uri: str) -> None:
+    """Creates (migrates) a SQLite store under a file lock, so parallel jobs can share a new one.
+
+    Two processes that open a fresh SQLite store at once both run MLflow's schema migration, and
+    one fails with ``duplicate column name``; a lock beside the database serializes the first opening.
+    """
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, MLflow's own behaviour
+        return
+    import mlflow
+
+    db = Path(tracking_uri[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(db) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            mlflow.MlflowClient(tracking_uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = None, run_id: Optional[str] = None,
                tags: Optional[Dict[str, str]] = None) -> Iterator[Any]:
@@ -71,6 +95,7 @@ def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = Non
     import mlflow
 
     _quiet_mlflow()
+    prepare_store(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
     if run_id is None:
         mlflow.set_experiment(experiment)
