@@ -4,6 +4,7 @@ terminals) may open the same new store at the same moment."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -23,8 +24,6 @@ print(run.info.run_id)
 
 @pytest.mark.slow
 def test_parallel_jobs_can_create_the_same_new_sqlite_store(tmp_path):
-    import time
-
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -64,7 +64,7 @@ def _quiet_mlflow() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def prepare_store(tracking_uri: str) -> None:
+def _prepare_store(tracking_uri: str) -> None:
     """Creates (migrates) a SQLite store under a file lock, so parallel jobs can share a new one.
 
     Two processes that open a fresh SQLite store at once both run MLflow's schema migration, and
@@ -95,7 +95,7 @@ def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = Non
     import mlflow
 
     _quiet_mlflow()
-    prepare_store(tracking_uri)
+    _prepare_store(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
     if run_id is None:
         mlflow.set_experiment(experiment)
