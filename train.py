@@ -1,6 +1,7 @@
 """Train a model: ``python train.py model=bahdanau [data=dates] [key=value ...]``.
 
-Thin Hydra entry point; the work is ``zoo.training.train(cfg)``.
+Thin Hydra entry point; the work is ``zoo.training.train(cfg)``. Returns the task's own test
+metric (``test_exact_match`` on dates, ``test_bleu`` on translation) for sweepers.
 """
 
 import sys
@@ -13,14 +14,21 @@ from zoo.config import ConfigError, exit_on_bad_command_line
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    from zoo.training import train
+    from zoo.training import Interrupted, NonFiniteLoss, train
 
     try:
         metrics = train(cfg)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    return metrics.get("test_exact_match", 0.0)
+    except NonFiniteLoss as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except Interrupted as stopped:
+        print(f"\n{stopped}", file=sys.stderr, flush=True)
+        sys.exit(stopped.exit_code)
+    objective = metrics.get("objective")
+    return float(metrics[objective]) if objective else 0.0
 
 
 if __name__ == "__main__":

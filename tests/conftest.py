@@ -4,26 +4,20 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # noqa: E402
-
+# The package is installed (``pip install -e .``, a line of requirements.txt); ROOT is where the
+# entry points and conf/ are.
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def compose(overrides=(), config_name="train"):
     """The config ``python train.py <overrides>`` would run with (Hydra's Compose API)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from zoo.config import compose_train
 
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            return hydra_compose(config_name=config_name, overrides=list(overrides))
-    finally:
-        GlobalHydra.instance().clear()
+    return compose_train(overrides, config_name)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 import pytest
 
 from zoo.evaluation.by_length import by_length, content_tokens, length_bins, read_csv, token_lengths, write_csv
+from zoo.metrics import by_length_names
 
 
 def test_bins_start_at_one_and_cover_the_longest():
@@ -38,3 +39,57 @@ def test_each_bin_scores_its_own_examples(tmp_path):
 def test_mismatched_inputs_are_refused():
     with pytest.raises(ValueError, match="2 lengths, 1 hypotheses"):
         by_length([1, 2], ["a"], ["a"])
+
+
+@pytest.fixture
+def mismatch():
+    """A throwaway by-length metric registered for one test: the percentage of wrong hypotheses."""
+    import zoo.metrics
+
+    @zoo.metrics.register("mismatch", scale=100, higher_is_better=False, label="mismatch %", by_length=True)
+    def score(hypotheses, references, **inputs):
+        return 100.0 * sum(h != r for h, r in zip(hypotheses, references)) / max(1, len(references))
+
+    yield zoo.metrics.get("mismatch")
+    zoo.metrics.unregister("mismatch")
+    assert "mismatch" not in zoo.metrics.names()
+
+
+def test_a_registered_metric_becomes_a_column_and_a_panel(mismatch, tmp_path):
+    from zoo.evaluation.by_length import columns
+    from zoo.evaluation.report import by_length_panels
+
+    rows = by_length([2, 2, 9], ["ab", "xx", "abcdefghi"], ["ab", "ba", "abcdefghi"], num_bins=2)
+    assert [r["mismatch"] for r in rows] == [50.0, 0.0]
+    assert columns()[-1] == "mismatch"  # 0-100 scores after the 0-1 ones, by name: ..., bleu, chrf, mismatch
+    assert [r["mismatch"] for r in read_csv(write_csv(rows, str(tmp_path / "test.csv")))] == [50.0, 0.0]
+    assert by_length_panels({"bleu": 12.0})[-1] == "mismatch" and "mismatch" in by_length_names()
+
+
+def test_bleu_gets_no_panel_where_the_split_has_no_bleu():
+    from zoo.evaluation.report import by_length_panels
+
+    assert by_length_panels({"bleu": 0.0, "exact_match": 0.0}) == [n for n in by_length_names() if n != "bleu"]
+
+
+def test_a_report_is_files_in_a_directory(tmp_path):
+    import numpy as np
+
+    from zoo.evaluation import text_metrics, write_report
+
+    refs = ["ba", "dc", "edcba", "jihgfedcba"]
+    hyps = ["ba", "xc", "edcbb", "jihgfedcba"]
+    tokens = lambda texts: [[c.encode() for c in t] + [b"<eos>", b""] for t in texts]  # noqa: E731
+    outputs = {"text": hyps, "source_tokens": tokens([r[::-1] for r in refs]), "target_tokens": tokens(hyps),
+               "attention": [np.eye(12, dtype=np.float32) for _ in refs]}
+    metrics, _ = text_metrics(hyps, refs)
+    report = write_report(tmp_path, "test", [r[::-1] for r in refs], refs, metrics, outputs, n_plots=2,
+                          n_predictions=3, label="seq2seq")
+    assert report.paths == [str(tmp_path / "predictions.csv"), str(tmp_path / "attention"), str(tmp_path / "by_length")]
+    assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == ["test_00.png", "test_01.png"]
+    assert sorted(p.name for p in (tmp_path / "by_length").iterdir()) == ["test.csv", "test.png"]
+    assert (tmp_path / "predictions.csv").read_text(encoding="utf-8").splitlines() == [
+        "source,reference,hypothesis,correct", "ab,ba,ba,1", "cd,dc,xc,0", "abcde,edcba,edcbb,0"]
+    assert [(r["bin"], r["count"], r["exact_match"]) for r in report.by_length] == [("2", 2, 0.5), ("5", 1, 0.0),
+                                                                                     ("10", 1, 1.0)]
+    assert read_csv(str(tmp_path / "by_length" / "test.csv")) == report.by_length

@@ -31,13 +31,16 @@ def test_table_lists_the_newest_finished_run_per_model(mlflow_store):
 
 def _log_scored_run(mlflow, workdir, model, attention, hypotheses, references):
     """A run logged the way training logs its test split: ``log_outputs`` on (hand-made) predictions."""
-    from zoo.evaluation import text_metrics
-    from zoo.tracking import log_outputs
+    import zoo.metrics
+    from zoo.evaluation import log_outputs, text_metrics
 
     tokens = lambda texts: [[c.encode() for c in t] + [b"<eos>"] for t in texts]  # noqa: E731
     outputs = {"text": hypotheses, "source_tokens": tokens([r[::-1] for r in references]),
                "target_tokens": tokens(hypotheses), "attention": [None] * len(references)}
     metrics, signatures = text_metrics(hypotheses, references)
+    # score_split adds the by-length metrics text_metrics does not know (a test's throwaway one)
+    metrics.update(zoo.metrics.score_all(hypotheses, references, [m for m in zoo.metrics.by_length_names()
+                                                                  if m not in metrics]))
     with mlflow.start_run() as run:
         mlflow.set_tags({"zoo.model": model, "zoo.data": "reverse"})
         if attention:
@@ -82,10 +85,11 @@ def test_by_length_compares_the_runs_curves_and_logs_the_figure(mlflow_store, tm
 def test_training_runs_log_scores_by_length_that_compare_reads(mlflow_store):
     import mlflow
 
-    from conftest import compose
     from zoo.compare import by_length
     from zoo.evaluation.by_length import read_csv
     from zoo.training import train
+
+    from conftest import compose
 
     common = ["data=reverse", "debug=smoke", "data.max_length=8", "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
     runs = [train(compose([*common, f"model={name}"]))["run_id"] for name in ("seq2seq", "bahdanau")]
@@ -97,3 +101,40 @@ def test_training_runs_log_scores_by_length_that_compare_reads(mlflow_store):
     result = by_length(data="reverse", uri=mlflow_store)
     assert set(result["series"]) == {"seq2seq", "bahdanau (additive)"}
     assert set(mlflow.get_run(result["run_id"]).data.tags["zoo.compared_runs"].split(",")) == set(runs)
+
+
+@pytest.fixture
+def mismatch():
+    """A throwaway by-length metric registered for one test: the percentage of wrong hypotheses."""
+    import zoo.metrics
+
+    @zoo.metrics.register("mismatch", scale=100, higher_is_better=False, label="mismatch %", by_length=True)
+    def score(hypotheses, references, **inputs):
+        return 100.0 * sum(h != r for h, r in zip(hypotheses, references)) / max(1, len(references))
+
+    yield zoo.metrics.get("mismatch")
+    zoo.metrics.unregister("mismatch")
+
+
+def test_a_registered_metric_is_compared_formatted_and_ranked_by_the_registry(mlflow_store, tmp_path, mismatch):
+    import mlflow
+
+    from zoo.compare import by_length
+
+    mlflow.set_tracking_uri(mlflow_store)
+    mlflow.set_experiment("attention-zoo")
+    refs = ["ab", "cd", "abcdefgh", "hgfedcba"]
+    _log_scored_run(mlflow, tmp_path / "a", "seq2seq", None, ["ab", "cd", "abcdefgh", "x"], refs)
+    _log_scored_run(mlflow, tmp_path / "b", "bahdanau", "additive", ["ab", "xx", "abcdefgh", "y"], refs)
+    # Lower is better: with rank=True (--rank) the model with fewer wrong translations comes first.
+    result = by_length(data="reverse", metric="test_mismatch", uri=mlflow_store, log=False, rank=True)
+    lines = result["table"].splitlines()
+    assert lines[0] == "| model | 2 | 8 | all (test_mismatch) | train s | run |"
+    assert [line.split(" | ")[:4] for line in lines[2:4]] == [["| seq2seq", "0.00", "50.00", "25.00"],
+                                                               ["| bahdanau (additive)", "50.00", "50.00", "50.00"]]
+    ranked = table(data="reverse", metric="test_mismatch", uri=mlflow_store, rank=True).splitlines()[2:]
+    assert [(r.split(" | ")[0].strip("| "), r.split(" | ")[3]) for r in ranked] == [("seq2seq", "25.00"),
+                                                                                    ("bahdanau", "50.00")]
+    plain = table(data="reverse", metric="test_exact_match", uri=mlflow_store).splitlines()[2:]
+    assert [(r.split(" | ")[0].strip("| "), r.split(" | ")[3]) for r in plain] == [("bahdanau", "0.5000"),
+                                                                                   ("seq2seq", "0.7500")]

@@ -2,19 +2,27 @@
 
 import pytest
 
+from zoo import catalog
+from zoo.config import ConfigError, flatten, options, precheck, validate_train
+
 from conftest import compose, run_python
-from zoo.config import ConfigError, attention_config, flatten, options, precheck, validate_train
 
 
 @pytest.mark.parametrize("argv, expected", [
     (["model=nope"], "Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
-    (["data=fra"], "Unknown data 'fra'. Available: dates, kernel_regression, reverse, tatoeba"),
+    (["data=fra"], f"Unknown data 'fra'. Available: {', '.join(catalog.datasets())}"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
     (["model.hidden_size=0"], "model.hidden_size=0 is not valid: expected a positive integer"),
     (["-m", "model=bahdanau,nope"], "Unknown model 'nope'"),
     (["+model.attention_options.bogus=1"], "Unknown option 'bogus' for attention 'additive'"),
-    (["model.attention=nope"], "model.attention=nope does not work with model bahdanau"),
+    (["model.attention=nope"], "model.attention=nope is not an attention. Available: additive, concat,"),
+    (["model.attention=self_attentive"], "model.attention=self_attentive does not work with model bahdanau"),
+    (["model=transformer", "model.attention=dot"], "model.attention: this model has no attention to choose"),
+    (["model.attention_options.bogus=1"], "Unknown option 'bogus' for attention 'additive'. Available: units,"),
+    (["model=luong", "model.attention=dot", "model.attention_options.units=3"], "Unknown option 'units' for attention 'dot'"),
+    (["model=transformer", "model.hidden_size=64"], "model.hidden_size was renamed for model transformer: use model.intermediate_dim"),
+    (["model=transformer", "model.intermediate_dim=0"], "model.intermediate_dim=0 is not valid: expected a positive integer"),
     (["seed=x"], "seed='x' is not valid: expected an integer"),
 ])
 def test_precheck_names_the_value_and_the_fix(argv, expected):
@@ -24,7 +32,9 @@ def test_precheck_names_the_value_and_the_fix(argv, expected):
 
 
 @pytest.mark.parametrize("argv", [[], ["model=bahdanau"], ["debug=smoke", "optimizer.learning_rate=1e-3"],
-                                  ["+model.attention_options.units=16"], ["-m", "model=bahdanau", "seed=1,2"]])
+                                  ["+model.attention_options.units=16"], ["model.attention_options.units=16"],
+                                  ["model=luong", "model.attention=concat"], ["-m", "model.attention=dot,general"],
+                                  ["-m", "model=bahdanau", "seed=1,2"]])
 def test_precheck_accepts_good_command_lines(argv):
     assert precheck(argv) is None
 
@@ -62,13 +72,27 @@ def test_validation_rejects_inconsistent_values():
         validate_train(cfg)
 
 
-def test_every_registered_name_has_its_config_file():
+def test_attention_options_are_composed_by_hydra():
+    cfg = compose(["model=luong", "model.attention=concat", "model.attention_options.units=16"])
+    validate_train(cfg)
+    assert cfg.model.attention == "concat"
+    assert cfg.model.attention_options.name == "concat" and cfg.model.attention_options.units == 16
+    assert set(cfg.model.attention_options) == {"name", "kind", *compose(["model=luong", "model.attention=concat"])
+                                                .model.attention_options}
+
+
+def test_the_catalog_equals_the_registries():
+    """The TensorFlow-free lists the validator reads are the live registries' names."""
     import zoo.attention
+    import zoo.data
+    import zoo.data.tokenizers
+    import zoo.decoding
     import zoo.models
 
-    assert zoo.models.names() == options("model")
-    assert zoo.attention.names() == options("attention")
-    for name in zoo.attention.names():
-        cfg = attention_config(name)
-        assert cfg["name"] == name
-        zoo.attention.create(name, **{k: v for k, v in cfg.items() if k not in ("name", "kind")})
+    assert zoo.models.names() == options("model") == catalog.models()
+    assert zoo.models.names("regression") == catalog.models("regression")
+    assert zoo.attention.names() == catalog.attentions()
+    assert zoo.attention.alignment_names() == catalog.attentions("alignment")
+    assert zoo.data.DATASETS.names() == catalog.datasets()
+    assert zoo.data.tokenizers.names() == catalog.tokenizers()
+    assert tuple(zoo.decoding.STRATEGIES) == catalog.DECODING_STRATEGIES

@@ -5,10 +5,11 @@ import math
 
 import pytest
 
-from conftest import compose
 from zoo.config import ConfigError, precheck, validate_train
 from zoo.evaluation.examples import format_examples, parse_examples, write_examples
 from zoo.evaluation.metrics import d2l_bleu, d2l_tokens
+
+from conftest import compose
 
 D2L_EXAMPLES = [("go .", "va !"), ("i lost .", "j'ai perdu ."), ("he's calm .", "il est calme ."),
                 ("i'm home .", "je suis chez moi .")]
@@ -62,7 +63,7 @@ def test_the_d2l_experiments_compose_with_d2l_settings(name, model, epochs):
     assert cfg.data.max_examples == 600 and cfg.data.min_freq == 2 and cfg.data.tokenizer == "word"
     assert cfg.data.val_size == 0 and cfg.data.test_size == 0  # trained on all 600 pairs, like d2l
     assert cfg.model.embed_dim == 32 and cfg.model.num_layers == 2 and cfg.model.dropout == 0.1
-    assert cfg.model.hidden_size == (32 if model == "bahdanau" else 64)
+    assert cfg.model["hidden_size" if model == "bahdanau" else "intermediate_dim"] == (32 if model == "bahdanau" else 64)
     assert cfg.optimizer.learning_rate == 0.005 and cfg.trainer.clipnorm == 1.0 and cfg.trainer.batch_size == 64
     assert cfg.trainer.epochs == epochs and cfg.trainer.early_stopping_patience == 0
     assert [(e.source, e.reference) for e in cfg.examples] == D2L_EXAMPLES and cfg.examples_bleu_k == 2

@@ -6,8 +6,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-import zoo.models  # noqa: E402
 from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
+
+import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
 from zoo.decoding.greedy import filter_logits  # noqa: E402
 
@@ -35,7 +36,8 @@ def trained_dates_model():
     from zoo.data.task import encode
 
     keras.utils.set_random_seed(0)
-    task = load_task({"name": "dates", "train_size": 3000, "val_size": 50, "test_size": 200, "seed": 0})
+    task = load_task({"name": "dates", "train_size": 3000, "val_size": 50, "test_size": 200, "seed": 0,
+                      "bucket_boundaries": None})
     name = "bahdanau"
     model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
                               target_vocab_size=task.target_tokenizer.vocab_size, embed_dim=16, hidden_size=32)

@@ -221,15 +221,18 @@ def test_evaluate_py_interactive_reads_stdin(trained):
 def test_a_failing_run_is_marked_failed(mlflow_store, monkeypatch):
     import mlflow
 
-    import zoo.tracking
+    import zoo.evaluation
     from zoo.training import train
 
     def broken(*args, **kwargs):
-        raise RuntimeError("disk full")
+        raise RuntimeError("disk full\nsecond line")
 
-    monkeypatch.setattr(zoo.tracking, "log_outputs", broken)  # fails after training, before export
+    monkeypatch.setattr(zoo.evaluation, "log_outputs", broken)  # fails after training, before export
     with pytest.raises(RuntimeError, match="disk full"):
         train(compose(["debug=smoke"]))
     mlflow.set_tracking_uri(mlflow_store)
     runs = mlflow.search_runs(experiment_names=["attention-zoo"])
     assert list(runs["status"]) == ["FAILED"]
+    assert list(runs["tags.zoo.error"]) == ["RuntimeError: disk full"]  # the error's first line
+    run_id = runs["run_id"][0]
+    assert list((Path(mlflow_store[len("sqlite:///"):]).parent / "checkpoints" / run_id).glob("ckpt-*"))  # kept

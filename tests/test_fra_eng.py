@@ -44,7 +44,7 @@ def test_brief_training_on_fra_eng(tokenizer, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     overrides = ["model=transformer", "data=tatoeba", f"data.path={SHARED_CORPUS}", f"data.tokenizer={tokenizer}",
                  "data.max_examples=3000", "data.max_size=600", "data.val_size=100", "data.test_size=200",
-                 "model.embed_dim=32", "model.hidden_size=64", "model.num_layers=1", "trainer.epochs=2",
+                 "model.embed_dim=32", "model.intermediate_dim=64", "model.num_layers=1", "trainer.epochs=2",
                  "trainer.batch_size=64", "trainer.verbose=0", "tracking.attention_plots=1",
                  "tracking.predictions=200", "tracking.log_pyfunc=false"]
     result = train(compose(overrides))

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from conftest import compose
 from zoo.data.kernel_regression import generate, true_function
+
+from conftest import compose
 
 
 def test_data_is_deterministic_sorted_and_follows_the_function():

@@ -1,12 +1,17 @@
 """Every registered model, at tiny sizes: shapes, no NaN, learning, .keras round trip, decoding."""
 
+import inspect
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 import zoo.models  # noqa: E402
+from zoo.config import compose_train, model_kwargs  # noqa: E402
 from zoo.decoding import greedy_decode  # noqa: E402
 
 # One line per registered model: the smallest sizes that exercise it.
@@ -14,15 +19,13 @@ TINY = {
     "bahdanau": {"embed_dim": 8, "hidden_size": 12},
     "luong": {"embed_dim": 8, "hidden_size": 12},
     "seq2seq": {"embed_dim": 8, "hidden_size": 12},
-    "transformer": {"embed_dim": 8, "hidden_size": 16, "num_layers": 2, "num_heads": 2},
+    "transformer": {"embed_dim": 8, "intermediate_dim": 16, "num_layers": 2, "num_heads": 2},
 }
 # The encoder-decoders (other registered models, e.g. regression ones, have their own tests).
 try:
     SEQ2SEQ = zoo.models.names(task="seq2seq")
 except TypeError:  # a registry without tasks: every model is an encoder-decoder
     SEQ2SEQ = zoo.models.names()
-# Models documented to have no attention: their attention weights are all zero.
-NO_ATTENTION = {"seq2seq"}
 SRC_VOCAB, TGT_VOCAB = 13, 11
 SOURCE = np.array([[5, 6, 7, 8, 3, 0, 0], [9, 4, 3, 0, 0, 0, 0], [4, 5, 6, 7, 8, 9, 3]], dtype="int32")
 TARGET_IN = np.array([[2, 5, 6, 7, 0], [2, 8, 0, 0, 0], [2, 9, 4, 5, 6]], dtype="int32")
@@ -34,6 +37,39 @@ def test_every_registered_model_has_a_config_and_a_tiny_setting():
 
     assert zoo.models.names() == options("model")
     assert sorted(TINY) == SEQ2SEQ
+
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
+DATA_SIZES = {"source_vocab_size", "target_vocab_size"}  # from the data, never in a config
+# Constructor arguments a config does not set: a kernel regression run trains both kinds.
+NOT_IN_CONFIG = {"nadaraya_watson": {"parametric"}}
+
+
+def model_class(name):
+    sizes = {"source_vocab_size": SRC_VOCAB, "target_vocab_size": TGT_VOCAB} if name in SEQ2SEQ else {}
+    return type(zoo.models.create(name, **sizes))
+
+
+@pytest.mark.parametrize("name", zoo.models.names())
+def test_config_defaults_are_the_constructor_defaults(name):
+    # The config as train() hands it to zoo.models.create: conf/model/<name>.yaml as Hydra composes it.
+    config = compose_train([f"model={name}"]).model
+    assert config.name == name
+    kwargs = model_kwargs(config)
+    params = inspect.signature(model_class(name).__init__).parameters
+    defaults = {k: p.default for k, p in params.items()
+                if p.default is not p.empty and k not in NOT_IN_CONFIG.get(name, ())}
+    required = {k for k, p in params.items() if k != "self" and p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD}
+    assert required == (DATA_SIZES if name in SEQ2SEQ else set())
+    # attention_options: None in Python (the layer's own defaults); in a config, nothing or exactly
+    # the layer's defaults, conf/attention/<attention>.yaml.
+    if "attention_options" in defaults:
+        assert defaults.pop("attention_options") is None
+        options = kwargs.pop("attention_options", None) or {}
+        with open(CONF_DIR.parent / "attention" / f"{kwargs['attention']}.yaml") as f:
+            layer_defaults = {k: v for k, v in yaml.safe_load(f).items() if k not in ("name", "kind")}
+        assert options in ({}, layer_defaults)
+    assert kwargs == defaults
 
 
 def make(name, **overrides):
@@ -52,11 +88,12 @@ def test_shapes_and_finite_outputs(name):
 
 @pytest.mark.parametrize("name", SEQ2SEQ)
 def test_attention_weights_have_the_documented_shape_and_mask(name):
-    weights = keras.ops.convert_to_numpy(make(name).attention_weights((SOURCE, TARGET_IN)))
+    model = make(name)
+    weights = keras.ops.convert_to_numpy(model.attention_weights((SOURCE, TARGET_IN)))
     assert weights.shape == (3, 5, 7)  # [B, T_out, T_in]
     pad = SOURCE == 0
     assert np.all(weights[np.broadcast_to(pad[:, None, :], weights.shape)] == 0.0)
-    if name in NO_ATTENTION:
+    if not getattr(model, "has_attention", True):  # a model without attention says so: its weights are all 0
         assert np.all(weights == 0.0)
     else:
         np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
@@ -168,7 +205,40 @@ def test_bahdanau_deep_output_is_a_maxout_of_state_previous_word_and_context():
     t = pre.reshape(3, TINY["bahdanau"]["hidden_size"], 2).max(-1)
     expected = keras.ops.convert_to_numpy(model.output_projection(t))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected, rtol=1e-5, atol=1e-6)
-    assert not make("bahdanau").get_config()["deep_output"]  # older .keras files load as they were
+
+
+def test_bahdanau_configs_saved_before_deep_output_load_without_it():
+    model = make("bahdanau", deep_output=False).ensure_built()
+    config = model.get_config()
+    del config["deep_output"]  # as written by the code before the option existed
+    loaded = type(model).from_config(config)
+    assert loaded.deep_output is False and make("bahdanau").deep_output is True
+    loaded.ensure_built().set_weights(model.get_weights())
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN))),
+                                  keras.ops.convert_to_numpy(loaded((SOURCE, TARGET_IN))))
+
+
+def test_transformer_configs_saved_with_hidden_size_load_as_intermediate_dim():
+    model = make("transformer").ensure_built()
+    config = model.get_config()
+    config["hidden_size"] = config.pop("intermediate_dim")  # the name before the rename
+    loaded = type(model).from_config(config)
+    assert loaded.intermediate_dim == 16 and loaded.get_config() == model.get_config()
+    with pytest.raises(ValueError, match="no argument `hidden_size`: the feed-forward size is `intermediate_dim`"):
+        make("transformer", hidden_size=16)
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong", "seq2seq"])
+def test_hidden_size_is_the_decoder_rnn_width_in_every_rnn_model(name):
+    # Same meaning everywhere; how the encoder is sized from it is each model's (see its docstring).
+    model = make(name, bidirectional=True).ensure_built()
+    memory = model.encode(SOURCE)
+    state = model.initial_state(memory, 5)
+    _, new_state, _ = model.decode_step(np.array([2, 2, 2], "int32"), state, memory)
+    widths = {int(s.shape[-1]) for s in new_state if len(s.shape) == 2}
+    assert widths == {TINY[name]["hidden_size"]}
+    per_direction = {"bahdanau": 12, "luong": 6, "seq2seq": 6}[name]
+    assert model.encoder_units == per_direction and model.memory_dim == 2 * per_direction
 
 
 @pytest.mark.parametrize("attention", ["general", "dot", "concat", "local_m", "local_p", "location", "multi_head"])
@@ -248,7 +318,7 @@ def test_transformer_shares_embeddings_only_between_equal_vocabularies():
 
 
 def test_seq2seq_reverse_source_reverses_within_the_length():
-    from zoo.models._common import reverse_padded
+    from zoo.models.rnn import reverse_padded
 
     lengths = (SOURCE != 0).sum(1)
     reversed_ = keras.ops.convert_to_numpy(reverse_padded(SOURCE, lengths))

@@ -2,8 +2,9 @@
 
 import pytest
 
-from conftest import compose
 from zoo.data import reverse
+
+from conftest import compose
 
 
 def test_generation_is_deterministic_for_a_seed():

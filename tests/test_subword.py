@@ -11,7 +11,16 @@ tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text")
 
 from zoo.data.tokenizers import (  # noqa: E402
-    BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK, UNK_ID, fit_tokenizer, load_tokenizer, normalize_text)
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIALS,
+    UNK,
+    UNK_ID,
+    fit_tokenizer,
+    load_tokenizer,
+    normalize_text,
+)
 
 NBSP, NNBSP = "\u00a0", "\u202f"
 CORPUS = [
@@ -177,7 +186,7 @@ def test_fitting_is_deterministic_and_respects_limits():
     word = fit_tokenizer("word", CORPUS[:28] + ["rare"], min_freq=2)
     assert "rare" not in word.vocabulary and "je" in word.vocabulary
     assert fit_tokenizer("word", CORPUS, max_size=10).vocab_size == 10
-    with pytest.raises(ValueError, match="Unknown tokenizer 'bpe'. Available: char, word, wordpiece, sentencepiece"):
+    with pytest.raises(ValueError, match="Unknown tokenizer 'bpe'. Available: char, sentencepiece, word, wordpiece"):
         fit_tokenizer("bpe", CORPUS)
 
 

@@ -6,18 +6,17 @@ Every test writes its own small corpus into ``tmp_path``; one test reads the sha
 
 import hashlib
 import zipfile
-from pathlib import Path
 
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from conftest import ROOT, compose  # noqa: E402
-from zoo.config import ConfigError  # noqa: E402
-from zoo.data import DATASETS, load_task, make_dataset  # noqa: E402
-from zoo.data import manythings  # noqa: E402
+from zoo.data import DATASETS, load_task, make_dataset, manythings  # noqa: E402
 from zoo.data.task import length_boundaries, resolve_bucket_boundaries  # noqa: E402
 from zoo.data.tokenizers import EOS_ID  # noqa: E402
+from zoo.errors import ConfigError  # noqa: E402
+
+from conftest import ROOT, compose  # noqa: E402
 
 SHARED_CORPUS = ROOT.parent / "shared" / "data" / "fra-eng.zip"
 NBSP, NNBSP = "\u00a0", "\u202f"
@@ -161,7 +160,7 @@ def test_splits_are_deterministic_and_grouped_by_source_sentence(tmp_path):
         assert not sources["train"] & sources["val"]
         assert not sources["train"] & sources["test"]
         assert not sources["val"] & sources["test"]
-        for name, (src, _) in task.splits.items():  # both translations of a source stay together
+        for _name, (src, _) in task.splits.items():  # both translations of a source stay together
             for repeated in ("Come here!", "Are you ready?"):
                 assert src.count(repeated) in (0, 2)
         assert sum(len(s) for s, _ in task.splits.values()) == len(PAIRS)
@@ -179,7 +178,7 @@ def test_fractions_train_size_max_examples_and_max_len(tmp_path):
     assert short["dropped_too_long"] > 0 and short["target_len_max"] <= 4 and short["source_len_max"] <= 4
     with pytest.raises(ConfigError, match="data.max_len=0 is not valid"):
         task_for(path, max_len=0)
-    with pytest.raises(ConfigError, match="Unknown tokenizer 'bpe'.*word, wordpiece, sentencepiece"):
+    with pytest.raises(ConfigError, match="Unknown tokenizer 'bpe'.*char, sentencepiece, word, wordpiece"):
         task_for(path, tokenizer="bpe")
     with pytest.raises(ConfigError, match="Unknown key.*vocab"):
         task_for(path, vocab=3)
@@ -221,7 +220,8 @@ def test_bucket_boundaries_auto_follow_the_lengths_and_dates_keep_theirs(tmp_pat
     assert resolve_bucket_boundaries(task, [10, 14]) == [10, 14]
     with pytest.raises(ValueError, match="expected a list of lengths, 'auto' or null"):
         resolve_bucket_boundaries(task, "often")
-    dates = load_task({"name": "dates", "train_size": 40, "val_size": 8, "test_size": 8, "seed": 0})
+    dates = load_task({"name": "dates", "train_size": 40, "val_size": 8, "test_size": 8, "seed": 0,
+                       "bucket_boundaries": None})
     assert resolve_bucket_boundaries(dates, None) is None
     assert resolve_bucket_boundaries(dates, [10, 14, 18]) == [10, 14, 18]
     auto = resolve_bucket_boundaries(dates, "auto", [5, 6, 7, 8, 9, 10, 11, 12])

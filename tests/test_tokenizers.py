@@ -9,7 +9,7 @@ from zoo.data.tokenizers import EOS_ID, SPECIALS, UNK_ID, build_vocabulary, fit_
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return fit_tokenizer("char", ["saturday, 9 may 2018", "2018-05-09", "tue 2 jan 1979"])
+    return fit_tokenizer("char", ["saturday, 9 may 2018", "2018-05-09", "tue 2 jan 1979"], min_freq=1)
 
 
 def test_vocabulary_starts_with_the_reserved_tokens_and_respects_limits():

@@ -35,7 +35,7 @@ def test_parallel_jobs_can_create_the_same_new_sqlite_store(tmp_path):
     procs = [subprocess.Popen([sys.executable, str(script), uri, str(start)], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     results = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, results):
+    for proc, (_, err) in zip(procs, results):
         assert proc.returncode == 0, err[-2000:]
     run_ids = {out.strip().splitlines()[-1] for out, _ in results}
     assert len(run_ids) == 4
@@ -43,3 +43,23 @@ def test_parallel_jobs_can_create_the_same_new_sqlite_store(tmp_path):
     for run_id in run_ids:
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED" and run.data.metrics["x"] == 1.0
+
+
+def test_tracking_logs_the_scores_and_files_it_is_handed(mlflow_store, tmp_path):
+    import mlflow
+
+    from zoo.tracking import active_run_tags, log_files, log_scores, mlflow_run
+
+    (tmp_path / "predictions.csv").write_text("source,reference\n", encoding="utf-8")
+    (tmp_path / "by_length").mkdir()
+    (tmp_path / "by_length" / "test.csv").write_text("bin\n", encoding="utf-8")
+    with mlflow_run(mlflow_store, "attention-zoo", tags={"zoo.model": "luong"}) as run:
+        log_scores("test", {"bleu": 12.5, "exact_match": 0.25}, {"bleu_signature": "nrefs:1|case:mixed"})
+        log_files([str(tmp_path / "predictions.csv"), str(tmp_path / "by_length")])
+        assert active_run_tags()["zoo.model"] == "luong"
+    client = mlflow.MlflowClient(mlflow_store)
+    data = client.get_run(run.info.run_id).data
+    assert data.metrics == {"test_bleu": 12.5, "test_exact_match": 0.25}
+    assert data.tags["zoo.bleu_signature"] == "nrefs:1|case:mixed"
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"predictions.csv", "by_length"}
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "by_length")] == ["by_length/test.csv"]

@@ -49,22 +49,14 @@ def bench_model(name, task, batch=64, decode_steps=64, quick=False):
     import tensorflow as tf
 
     import zoo.models
-    from zoo.config import CONF_DIR
+    from zoo.config import compose_train, model_kwargs
     from zoo.data import make_dataset
     from zoo.data.task import encode
     from zoo.decoding import beam_search, greedy_decode, sample_decode
     from zoo.decoding.full_recompute import full_recompute_greedy
     from zoo.export.translator import Translator
-    from omegaconf import OmegaConf
 
-    kwargs = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml"), resolve=True)
-    kwargs.pop("name")
-    kwargs.pop("task", None)
-    if kwargs.get("attention") is not None:
-        from zoo.config import attention_config
-
-        merged = attention_config(kwargs["attention"], kwargs.get("attention_options") or {})
-        kwargs["attention_options"] = {k: v for k, v in merged.items() if k not in ("name", "kind")}
+    kwargs = model_kwargs(compose_train([f"model={name}"]).model)  # the model's defaults, as train.py composes them
     keras.utils.set_random_seed(0)
     model = zoo.models.create(name, source_vocab_size=task.source_tokenizer.vocab_size,
                               target_vocab_size=task.target_tokenizer.vocab_size, **kwargs).ensure_built()
@@ -85,7 +77,7 @@ def bench_model(name, task, batch=64, decode_steps=64, quick=False):
     beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"])
     sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9))
     for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
-        row[f"{key}_sent_per_s"] = batch / _time(lambda: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
+        row[f"{key}_sent_per_s"] = batch / _time(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
 
     # Cached vs full recompute at a fixed number of output tokens (<eos> never ends the loop).
     cached = tf.function(lambda s: greedy_decode(model, s, decode_steps, eos_id=-1)[0])
@@ -114,18 +106,16 @@ def input_wait(overrides, steps=300, warmup=100):
     steps trace the step function for the bucket shapes and are not counted.
     """
     import keras
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from zoo.config import CONF_DIR, validate_train
+    from zoo.config import compose_train, validate_train
     from zoo.data import load_task, make_dataset
-    from zoo.training.job import _resolve, build_model, make_optimizer
     from zoo.training.losses import MaskedCrossEntropy
+    from zoo.training.model import build_model, make_optimizer
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=list(overrides))
+    cfg = compose_train(overrides)
     validate_train(cfg)
-    cfg = _resolve(cfg)
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     keras.utils.set_random_seed(int(cfg.seed))
     task = load_task(cfg.data)
     t = cfg.trainer

@@ -3,13 +3,16 @@
 Prints a Markdown table of the finished runs in the MLflow store (``MLFLOW_TRACKING_URI`` or
 ``sqlite:///mlflow.db``): model, attention, the metric, BLEU, training time, parameters, run id;
 the newest run per (model, attention, data) unless ``--all``. Paste it into docs or a README:
-it is produced from the store, not typed in.
+it is produced from the store, not typed in. Scores are formatted by their metric in
+``zoo.metrics`` (0-100 scores with 2 decimals, 0-1 scores with 4); ``--rank`` orders the rows best
+first by ``--metric`` in its direction (higher or lower is better) instead of by data and model.
 
 ``--by-length`` compares the same runs by source length instead: it reads each run's
-``by_length/test.csv`` (logged by every training run), prints the metric per length bin and
-model, draws every model's curve in one figure, and logs figure and tables as artifacts of a
-new run ``compare-<data>`` (tag ``zoo.kind=comparison``) in the same experiment, so the plot
-is a run artifact. ``--out fig.png`` also writes the figure there; ``--no-log`` logs nothing.
+``by_length/test.csv`` (logged by every training run), prints the metric (any metric of
+``zoo.metrics`` scored by length) per length bin and model, draws every model's curve in one
+figure, and logs figure and tables as artifacts of a new run ``compare-<data>`` (tag
+``zoo.kind=comparison``) in the same experiment, so the plot is a run artifact. ``--out fig.png``
+also writes the figure there; ``--no-log`` logs nothing.
 
     python -m zoo.compare --data reverse --by-length
     python -m zoo.compare --data tatoeba --by-length --metric test_bleu
@@ -23,6 +26,11 @@ import shutil
 import sys
 import tempfile
 from typing import Dict, List, Optional
+
+import zoo.metrics
+from zoo.evaluation.by_length import columns, read_csv
+from zoo.plots import metric_by_length
+from zoo.tracking import mlflow_run, resolve_tracking_uri
 
 COMPARISON_KIND = "comparison"
 
@@ -38,8 +46,6 @@ def newest_runs(experiment="attention-zoo", data=None, metric="test_exact_match"
     Comparison runs (tag ``zoo.kind=comparison``) are left out. Returns pandas rows.
     """
     import mlflow
-
-    from zoo.tracking import resolve_tracking_uri
 
     mlflow.set_tracking_uri(resolve_tracking_uri(uri))
     runs = mlflow.search_runs(experiment_names=[experiment], filter_string="attributes.status = 'FINISHED'",
@@ -67,16 +73,27 @@ def _markdown(header: List[str], rows: List[List[object]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def table(experiment="attention-zoo", data=None, metric="test_exact_match", all_runs=False, uri=None):
+def _order(runs: list, metric: str, rank: bool, name) -> list:
+    """``runs`` by ``name(run)``, or best first by ``metric`` (in its direction) where ``rank``."""
+    spec = zoo.metrics.lookup(metric)
+    if rank and spec is not None:
+        return sorted(runs, key=lambda run: (spec.rank_key(run.get(f"metrics.{metric}")), name(run)))
+    return sorted(runs, key=name)
+
+
+def table(experiment="attention-zoo", data=None, metric="test_exact_match", all_runs=False, uri=None, rank=False):
+    """The Markdown table of ``newest_runs`` (see the module docstring); None when there are none."""
     runs = newest_runs(experiment, data, metric, all_runs, uri)
     if not runs:
         return None
+    runs = _order(runs, metric, rank, lambda r: (r.get("tags.zoo.data"), r.get("tags.zoo.model"), _attention(r)))
     rows = [[run.get("tags.zoo.model"), _attention(run), run.get("tags.zoo.data"),
-             f"{run[f'metrics.{metric}']:.4f}", f"{run.get('metrics.test_bleu', float('nan')):.2f}",
+             zoo.metrics.format_value(metric, run[f"metrics.{metric}"], precise=True),
+             zoo.metrics.format_value("test_bleu", run.get("metrics.test_bleu")),
              f"{run.get('metrics.train_seconds', float('nan')):.0f}",
              f"{int(run.get('metrics.num_params', 0)):,}", run["run_id"][:8]] for run in runs]
     header = ["model", "attention", "data", metric, "test_bleu", "train s", "params", "run"]
-    return _markdown(header, sorted(rows, key=lambda r: (r[2], r[0], r[1])))
+    return _markdown(header, rows)
 
 
 def _label(run) -> str:
@@ -85,27 +102,27 @@ def _label(run) -> str:
 
 
 def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", uri=None, split="test",
-              log=True, out=None) -> Optional[Dict[str, object]]:
+              log=True, out=None, rank=False) -> Optional[Dict[str, object]]:
     """Compares the newest run per model by source length (see the module docstring).
 
     Returns ``{"table": markdown, "series": {label: rows}, "figure": path or None, "run_id": id or None}``,
-    or None when no run has a ``by_length/<split>.csv``.
+    or None when no run has a ``by_length/<split>.csv``. ``rank`` orders the models best first by
+    the metric over the whole split.
     """
     import mlflow
 
-    from zoo.evaluation.by_length import COLUMNS, read_csv
-    from zoo.plots import metric_by_length
-    from zoo.tracking import mlflow_run, resolve_tracking_uri
-
     uri = resolve_tracking_uri(uri)
     column = metric[len(split) + 1:] if metric.startswith(f"{split}_") else metric
-    if column not in COLUMNS[4:]:
+    available = zoo.metrics.by_length_names()
+    if column not in available:
         raise ValueError(f"--metric {metric} has no scores by length. Available: "
-                         f"{', '.join(f'{split}_{c}' for c in COLUMNS[4:])}")
+                         f"{', '.join(f'{split}_{c}' for c in available)}")
+    spec = zoo.metrics.get(column)
     runs = newest_runs(experiment, data, f"{split}_exact_match", uri=uri)
+    runs = _order(runs, f"{split}_{column}", rank, lambda r: (r.get("tags.zoo.data"), _label(r)))
     series, compared, missing = {}, [], []
     with tempfile.TemporaryDirectory() as workdir:
-        for run in sorted(runs, key=lambda r: (r.get("tags.zoo.data"), _label(r))):
+        for run in runs:
             label = _label(run) if data else f"{_label(run)}, {run.get('tags.zoo.data')}"
             try:
                 path = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path=f"by_length/{split}.csv",
@@ -129,7 +146,7 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
         for (label, run_rows), run in zip(series.items(), compared):
             cells = {r["bin"]: r[column] for r in run_rows}
             overall = run.get(f"metrics.{split}_{column}", float("nan"))
-            rows.append([label, *[_fmt(cells.get(b[2]), column) for b in bins], _fmt(overall, column),
+            rows.append([label, *[spec.format(cells.get(b[2])) for b in bins], spec.format(overall),
                          f"{run.get('metrics.train_seconds', float('nan')):.0f}", run["run_id"][:8]])
         counts = {r["bin"]: r["count"] for r in next(iter(series.values()))}
         rows.append(["examples", *[str(counts.get(b[2], "")) for b in bins], "", "", ""])
@@ -141,11 +158,12 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
         metric_by_length(series, figure, metrics=panels,
                          title=f"{data_name}: {split} {column.replace('_', ' ')} by source length")
         long_csv = os.path.join(workdir, "by_length.csv")
+        names = columns()
         with open(long_csv, "w", encoding="utf-8") as f:
-            f.write("model,run_id," + ",".join(COLUMNS) + "\n")
+            f.write("model,run_id," + ",".join(names) + "\n")
             for (label, run_rows), run in zip(series.items(), compared):
                 for r in run_rows:
-                    f.write(f"\"{label}\",{run['run_id']}," + ",".join("" if r[c] is None else str(r[c]) for c in COLUMNS) + "\n")
+                    f.write(f"\"{label}\",{run['run_id']}," + ",".join("" if r[c] is None else str(r[c]) for c in names) + "\n")
         result = {"table": markdown, "series": series, "figure": None, "run_id": None}
         if out:
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -164,18 +182,14 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
         return result
 
 
-def _fmt(value, column) -> str:
-    if value is None or value != value:
-        return "-"
-    return f"{value:.2f}" if column in ("bleu", "chrf") else f"{value:.3f}"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="attention-zoo")
     parser.add_argument("--data", default=None, help="only runs on this data (tag zoo.data)")
     parser.add_argument("--metric", default="test_exact_match")
     parser.add_argument("--all", action="store_true", help="every run, not only the newest per model")
+    parser.add_argument("--rank", action="store_true",
+                        help="best first by --metric (its direction in zoo.metrics), not by data and model")
     parser.add_argument("--by-length", action="store_true",
                         help="the metric by source length, as a table and a figure logged to a new run")
     parser.add_argument("--out", default=None, help="with --by-length: also write the figure to this file")
@@ -185,7 +199,7 @@ def main(argv=None):
     if args.by_length:
         try:
             result = by_length(args.experiment, args.data, args.metric, args.tracking_uri, log=not args.no_log,
-                               out=args.out)
+                               out=args.out, rank=args.rank)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -200,7 +214,7 @@ def main(argv=None):
         if args.out:
             print(f"Figure: {args.out}")
         return 0
-    out = table(args.experiment, args.data, args.metric, args.all, args.tracking_uri)
+    out = table(args.experiment, args.data, args.metric, args.all, args.tracking_uri, rank=args.rank)
     if out is None:
         print(f"No finished runs in experiment '{args.experiment}'.", file=sys.stderr)
         return 1

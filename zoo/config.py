@@ -8,41 +8,68 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from zoo import catalog
+from zoo.catalog import CONF_DIR, options  # noqa: F401  (re-exported)
+from zoo.errors import ConfigError  # noqa: F401  (re-exported: the entry points catch it from here)
+
+ATTENTION_GROUP = "attention@model.attention_options"
+# (model, old argument) -> new argument: one meaning per name across models (docs/design.md).
+RENAMED = {("transformer", "hidden_size"): "intermediate_dim"}
 
 
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message says which value and what is allowed."""
+def hydra_overrides(argv: Sequence[str]) -> List[str]:
+    """The command line as Hydra composes it.
+
+    ``model.attention=concat`` (the contract spelling) selects the attention config group that the
+    RNN models' configs place at ``model.attention_options`` (``attention@model.attention_options=concat``),
+    so Hydra composes the layer's full hyperparameters from ``conf/attention/concat.yaml``; sweeps
+    (``model.attention=dot,general``) stay sweeps. The options are then part of the config, so
+    ``+model.attention_options.<key>=...`` (the spelling before) sets them like any other key.
+    """
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "model.attention":
+            out.append(f"{ATTENTION_GROUP}={value}")
+        elif sep and key.startswith("+model.attention_options."):
+            out.append(arg[1:])
+        else:
+            out.append(arg)
+    return out
 
 
-def options(group: str) -> List[str]:
-    """The choices of a config group: the stems of ``conf/<group>/*.yaml``."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+def compose_train(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
+    """The config ``python train.py <overrides>`` runs with (Hydra's Compose API), for tools and tests."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name=config_name, overrides=hydra_overrides(list(overrides)))
+    finally:
+        GlobalHydra.instance().clear()
 
 
-def attention_config(name: str, overrides: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """``conf/attention/<name>.yaml`` merged with ``overrides``; keys other than kwargs removed."""
-    path = CONF_DIR / "attention" / f"{name}.yaml"
-    if not path.exists():
-        raise ConfigError(f"Unknown attention '{name}'. Available: {', '.join(options('attention'))}")
-    base = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    for key in (overrides or {}):
-        if key not in base:
-            allowed = ", ".join(k for k in base if k not in ("name", "kind")) or "(none)"
-            raise ConfigError(f"Unknown option '{key}' for attention '{name}'. Available: {allowed}")
-    base.update(overrides or {})
-    return base
+def model_kwargs(model_cfg: Any) -> Dict[str, Any]:
+    """Keyword arguments for ``zoo.models.create`` from ``cfg.model``: ``name``/``task`` dropped, and
+    the attention config's ``name``/``kind`` (which say what the options are for) left out of
+    ``attention_options``."""
+    kwargs = OmegaConf.to_container(model_cfg, resolve=True) if OmegaConf.is_config(model_cfg) else dict(model_cfg)
+    kwargs.pop("name", None)
+    kwargs.pop("task", None)
+    if isinstance(kwargs.get("attention_options"), dict):
+        kwargs["attention_options"] = {k: v for k, v in kwargs["attention_options"].items() if k not in ("name", "kind")}
+    return kwargs
 
 
 def alignment_attentions() -> List[str]:
     """Attention types an RNN decoder accepts (``kind: alignment`` in their config)."""
-    return [n for n in options("attention")
-            if OmegaConf.load(CONF_DIR / "attention" / f"{n}.yaml").get("kind") == "alignment"]
+    return catalog.attentions("alignment")
 
 
 def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
@@ -105,10 +132,10 @@ def validate_train(cfg: DictConfig) -> None:
         raise ConfigError(f"Unknown model '{cfg.model.name}'. Available: {', '.join(models)}")
     model_task, data_task = cfg.model.get("task", "seq2seq"), cfg.data.get("task", "seq2seq")
     if model_task != data_task:
-        fitting = [m for m in models if OmegaConf.load(CONF_DIR / "model" / f"{m}.yaml").get("task", "seq2seq") == data_task]
+        fitting = catalog.models(data_task)
         raise ConfigError(f"model={cfg.model.name} is a {model_task} model and data={cfg.data.name} a {data_task} task. "
                           f"Models for data={cfg.data.name}: {', '.join(fitting) or 'none'}")
-    tokenizers = ("char", "word", "wordpiece", "sentencepiece")
+    tokenizers = catalog.tokenizers()
     if cfg.data.get("tokenizer") is not None and cfg.data.tokenizer not in tokenizers:
         raise ConfigError(f"data.tokenizer={cfg.data.tokenizer} is not valid. Available: {', '.join(tokenizers)}")
     attention = cfg.model.get("attention")
@@ -117,10 +144,8 @@ def validate_train(cfg: DictConfig) -> None:
         if attention not in allowed:
             raise ConfigError(f"model.attention={attention} does not work with model {cfg.model.name}: "
                               f"it needs an alignment attention. Available: {', '.join(allowed)}")
-        options_cfg = cfg.model.get("attention_options")
-        attention_config(attention, OmegaConf.to_container(options_cfg) if options_cfg is not None else {})
     positive = {"trainer.epochs": cfg.trainer.epochs, "trainer.batch_size": cfg.trainer.batch_size}
-    for key in ("embed_dim", "hidden_size", "num_layers", "num_heads"):
+    for key in ("embed_dim", "hidden_size", "intermediate_dim", "num_layers", "num_heads"):
         if key in cfg.model:
             positive[f"model.{key}"] = cfg.model[key]
     if cfg.trainer.get("steps_per_epoch") is not None:
@@ -128,10 +153,10 @@ def validate_train(cfg: DictConfig) -> None:
     for key, value in positive.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{key}={value!r} is not valid: expected a positive integer.")
-    if cfg.optimizer.name not in ("adam", "adamw", "sgd"):
-        raise ConfigError(f"optimizer.name={cfg.optimizer.name} is not valid. Available: adam, adamw, sgd")
-    if cfg.optimizer.get("decay", "none") not in ("none", "inverse_sqrt"):
-        raise ConfigError(f"optimizer.decay={cfg.optimizer.decay} is not valid. Available: none, inverse_sqrt")
+    if cfg.optimizer.name not in catalog.OPTIMIZERS:
+        raise ConfigError(f"optimizer.name={cfg.optimizer.name} is not valid. Available: {', '.join(catalog.OPTIMIZERS)}")
+    if cfg.optimizer.get("decay", "none") not in catalog.LR_DECAYS:
+        raise ConfigError(f"optimizer.decay={cfg.optimizer.decay} is not valid. Available: {', '.join(catalog.LR_DECAYS)}")
     smoothing = cfg.trainer.get("label_smoothing", 0.0)
     if not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
         raise ConfigError(f"trainer.label_smoothing={smoothing!r} is not valid: expected a number in [0, 1).")
@@ -140,7 +165,7 @@ def validate_train(cfg: DictConfig) -> None:
         raise ConfigError(f"optimizer.learning_rate={lr!r} is not valid: expected a positive number.")
     decoding = cfg.get("decoding")
     if decoding is not None:
-        strategies = ("greedy", "beam", "sample")
+        strategies = catalog.DECODING_STRATEGIES
         if decoding.strategy not in strategies:
             raise ConfigError(f"decoding.strategy={decoding.strategy} is not valid. Available: {', '.join(strategies)}")
         checks = [("beam_size", decoding.beam_size, lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
@@ -168,23 +193,37 @@ def _hydra_message(error: Exception, defaults: Optional[DictConfig] = None) -> s
         # In 'train': Could not find 'model/nope'  + "Available options in 'model':" + list
         missing = first.split("Could not find '")[1].split("'")[0]
         group, _, choice = missing.rpartition("/")
+        if group == "attention":
+            return (f"model.attention={choice} is not an attention. Available: "
+                    f"{', '.join(catalog.attentions('alignment'))} (conf/attention/)")
         if group and (CONF_DIR / group).is_dir():
             return f"Unknown {group} '{choice}'. Available: {', '.join(options(group))}"
         return f"Unknown config '{missing}'."
     if "Could not override '" in first or "Key '" in text and "is not in struct" in text:
         key = first.split("'")[1] if "'" in first else first
         parent = key.rpartition(".")[0]
+        if key.startswith(ATTENTION_GROUP) or "No match in the defaults list" in text and "attention@" in text:
+            with_attention = [m for m in options("model") if catalog.model_has_attention(m)]
+            return (f"model.attention: this model has no attention to choose. "
+                    f"Models with model.attention: {', '.join(with_attention)}")
         if parent.endswith("attention_options"):
-            return (f"Attention options are added with a '+': +{key}=... "
-                    f"(see conf/attention/<name>.yaml for the options).")
+            node = OmegaConf.select(defaults, parent) if defaults is not None else None
+            name = node.get("name", "?") if OmegaConf.is_dict(node) else "?"
+            allowed = ", ".join(str(k) for k in node.keys() if k not in ("name", "kind")) if OmegaConf.is_dict(node) else "?"
+            return (f"Unknown option '{key.rpartition('.')[2]}' for attention '{name}'. Available: {allowed or '(none)'} "
+                    f"(conf/attention/{name}.yaml)")
         node = OmegaConf.select(defaults, parent) if defaults is not None and parent else defaults
         known = ", ".join(str(k) for k in node.keys()) if OmegaConf.is_dict(node) else "?"
+        model = OmegaConf.select(defaults, "model.name") if defaults is not None else None
+        if parent == "model" and (model, key.rpartition(".")[2]) in RENAMED:
+            new = RENAMED[(model, key.rpartition(".")[2])]
+            return f"{key} was renamed for model {model}: use model.{new} (docs/design.md, model arguments)."
         return f"Unknown key '{key}'. Keys in {parent or 'the config'}: {known}"
     return " ".join(lines[:2])
 
 
 def _is_group(override: str) -> bool:
-    return (CONF_DIR / override.split("=")[0].lstrip("+~")).is_dir()
+    return (CONF_DIR / override.split("=")[0].lstrip("+~").split("@")[0]).is_dir()
 
 
 def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
@@ -200,7 +239,7 @@ def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
 
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return None  # --help, --cfg, ...: Hydra's business
-    overrides = [a for a in argv if not a.startswith("-") and not a.startswith("hydra")]
+    overrides = hydra_overrides([a for a in argv if not a.startswith("-") and not a.startswith("hydra")])
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as error:  # noqa: BLE001 - Hydra's parse errors
@@ -217,7 +256,7 @@ def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
         else:
             base.append(ov.input_line)
     candidates = [base]
-    for i, (ov, values) in enumerate(sweeps):
+    for ov, values in sweeps:
         index = base.index(f"{ov.get_key_element()}={values[0]}")
         for value in values[1:]:
             variant = list(base)
@@ -252,6 +291,7 @@ def exit_on_bad_command_line(config_name: str) -> None:
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    sys.argv[1:] = hydra_overrides(sys.argv[1:])
 
 
 def quiet_tensorflow() -> None:

@@ -32,6 +32,11 @@ class Registry:
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Removes ``name`` (a test's throwaway entry); an unknown name raises as ``get`` does."""
+        self.get(name)
+        del self._builders[name], self._meta[name]
+
     def names(self) -> List[str]:
         return sorted(self._builders)
 

@@ -8,6 +8,7 @@ import pytest
 from keras import ops
 
 import zoo.attention
+
 from attention_helpers import ALIGNMENT_NAMES, fixed_seed, gradients, to_numpy  # noqa: F401 (autouse fixture)
 
 

@@ -1,4 +1,4 @@
-"""The alignment-attention contract (DESIGN.md), checked for every ``alignment_names()`` layer.
+"""The alignment-attention contract (docs/design.md), checked for every ``alignment_names()`` layer.
 
 Documented exceptions to ``output == weights @ value``:
 
@@ -17,8 +17,8 @@ import pytest
 from keras import ops
 
 import zoo.attention
-from attention_helpers import (  # noqa: F401 (fixed_seed: autouse fixture)
-    ALIGNMENT_NAMES, B, D, TQ, TV, fixed_seed, gradients, sample_inputs, to_numpy)
+
+from attention_helpers import ALIGNMENT_NAMES, TQ, TV, B, D, fixed_seed, gradients, sample_inputs, to_numpy  # noqa: F401 (fixed_seed: autouse fixture)
 
 CONTENT_BASED = ["dot", "scaled_dot", "general", "concat", "additive", "multi_head", "key_value", "hard"]
 VALUE_MASK = np.array([[True, True, True, False, False], [True, False, True, True, True]])

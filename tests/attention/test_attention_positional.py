@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import zoo.attention
+
 from attention_helpers import fixed_seed, to_numpy  # noqa: F401 (autouse fixture)
 
 

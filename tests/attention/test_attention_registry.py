@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import zoo.attention
-from attention_helpers import (  # noqa: F401 (fixed_seed: autouse fixture)
-    ALL_NAMES, fixed_seed, kind, layer_class, run, sample_inputs)
+
+from attention_helpers import ALL_NAMES, fixed_seed, kind, layer_class, run, sample_inputs  # noqa: F401 (fixed_seed: autouse fixture)
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "attention"
 
@@ -41,6 +41,28 @@ def test_alignment_names_are_the_contract_layers():
     assert set(zoo.attention.alignment_names()) == {
         "dot", "scaled_dot", "general", "additive", "concat", "multi_head", "local_m", "local_p", "location",
         "key_value", "hard"}
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_yaml_kind_is_the_kind_derived_from_the_class(name):
+    # The YAML is the TensorFlow-free declaration the config validator reads; the registry derives
+    # the kind from the class (BaseAttention subclass = alignment, start_index = positional).
+    assert load_yaml(name)["kind"] == zoo.attention.attention_kind(layer_class(name)) == kind(name)
+
+
+def test_register_attention_derives_the_kind_from_the_class():
+    from zoo.attention.base_attention import ATTENTIONS
+
+    @zoo.attention.register_attention("throwaway_alignment")
+    class Throwaway(zoo.attention.BaseAttention):
+        pass
+
+    try:
+        assert ATTENTIONS.meta("throwaway_alignment")["kind"] == "alignment"
+        assert "throwaway_alignment" in zoo.attention.alignment_names()
+    finally:
+        ATTENTIONS.unregister("throwaway_alignment")
+    assert zoo.attention.attention_kind(keras.layers.Dense) == "other"
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)

@@ -8,7 +8,7 @@ Every module in this package is imported here, so a new layer file registers its
 import importlib
 import pkgutil
 
-from zoo.attention.base_attention import ATTENTIONS, BaseAttention, masked_softmax, register_attention
+from zoo.attention.base_attention import ATTENTIONS, BaseAttention, attention_kind, masked_softmax, register_attention
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base_attention":
@@ -21,7 +21,7 @@ def names():
 
 
 def alignment_names():
-    """Names of the alignment attentions: the ones an RNN decoder can plug in."""
+    """Names of the alignment attentions (``BaseAttention`` subclasses): the ones an RNN decoder can plug in."""
     return [n for n in ATTENTIONS.names() if ATTENTIONS.meta(n).get("kind") == "alignment"]
 
 
@@ -30,4 +30,5 @@ def create(name, /, **kwargs):
     return ATTENTIONS.create(name, **kwargs)
 
 
-__all__ = ["BaseAttention", "masked_softmax", "register_attention", "names", "alignment_names", "create"]
+__all__ = ["BaseAttention", "attention_kind", "masked_softmax", "register_attention", "names", "alignment_names",
+           "create"]

@@ -6,7 +6,7 @@ from keras import ops
 from zoo.attention.base_attention import masked_softmax, register_attention
 
 
-@register_attention("attention_over_attention", kind="other")
+@register_attention("attention_over_attention")
 @keras.saving.register_keras_serializable(package="zoo")
 class AttentionOverAttention(keras.layers.Layer):
     """Attention-over-attention of Cui et al. (2017): attention weighted by attention.

@@ -1,5 +1,7 @@
 """The base class shared by all alignment attention layers, and ``masked_softmax``."""
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -8,13 +10,27 @@ from zoo.registry import Registry
 ATTENTIONS = Registry("attention")
 
 
-def register_attention(name, kind="alignment"):
-    """Registers an attention layer class (or builder) under ``name``.
+def register_attention(name):
+    """Registers an attention layer class under ``name``, with its ``kind`` (``attention_kind``)."""
+    def decorator(layer_class):
+        ATTENTIONS.register(name, kind=attention_kind(layer_class))(layer_class)
+        return layer_class
 
-    ``kind="alignment"`` marks layers that keep the alignment-attention contract
-    (``layer(query, value, key=None, ...)``) and so plug into RNN decoders.
+    return decorator
+
+
+def attention_kind(layer_class):
+    """What the class is, as ``conf/attention/<name>.yaml`` declares it in ``kind``.
+
+    ``"alignment"``: a ``BaseAttention`` subclass, which keeps the alignment-attention contract
+    (``layer(query, value, key=None, ...)``) and so plugs into RNN decoders; ``"positional"``: a
+    position encoding, called as ``layer(inputs, start_index=0)``; ``"other"``: anything else.
     """
-    return ATTENTIONS.register(name, kind=kind)
+    if issubclass(layer_class, BaseAttention):
+        return "alignment"
+    if "start_index" in inspect.signature(layer_class.call).parameters:
+        return "positional"
+    return "other"
 
 
 def large_negative(dtype):

@@ -3,13 +3,13 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import masked_softmax, register_attention
 
 MODES = ("parallel", "alternating")
 
 
-@register_attention("co_attention", kind="other")
+@register_attention("co_attention")
 @keras.saving.register_keras_serializable(package="zoo")
 class CoAttention(keras.layers.Layer):
     """Co-attention of Lu et al. (2016): a question and an image attend to each other.
@@ -67,8 +67,8 @@ class CoAttention(keras.layers.Layer):
 
     def __init__(self, units=None, mode="parallel", **kwargs):
         super().__init__(**kwargs)
-        self.units = _validation.positive_int("units", units, allow_none=True)
-        self.mode = _validation.choice("mode", mode, MODES)
+        self.units = checks.positive_int("units", units, allow_none=True)
+        self.mode = checks.choice("mode", mode, MODES)
         self.supports_masking = True
 
     def _dense(self, name, input_shape):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import BaseAttention, register_attention
 
 
@@ -53,7 +53,7 @@ class ConcatAttention(BaseAttention):
 
     def __init__(self, units=None, dropout=0.0, **kwargs):
         super().__init__(dropout=dropout, **kwargs)
-        self.units = _validation.positive_int("units", units, allow_none=True)
+        self.units = checks.positive_int("units", units, allow_none=True)
 
     def build_scoring(self, query_shape, key_shape):
         units = self.units or key_shape[-1]

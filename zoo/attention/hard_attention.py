@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from zoo.attention import _scorers, _validation
+from zoo import checks
+from zoo.attention import _scorers
 from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
 
 
@@ -64,9 +65,9 @@ class HardAttention(BaseAttention):
 
     def __init__(self, scoring="additive", temperature=1.0, seed=None, **kwargs):
         super().__init__(dropout=0.0, **kwargs)
-        self.scoring = _validation.choice("scoring", scoring, tuple(_scorers.SCORERS))
-        self.temperature = _validation.positive_float("temperature", temperature)
-        self.seed = _validation.optional_int("seed", seed)
+        self.scoring = checks.choice("scoring", scoring, tuple(_scorers.SCORERS))
+        self.temperature = checks.positive_float("temperature", temperature)
+        self.seed = checks.optional_int("seed", seed)
         self.scorer = _scorers.make_scorer(self.scoring, self.dtype_policy)
         self.seed_generator = keras.random.SeedGenerator(self.seed, name="gumbel_seed")
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import BaseAttention, register_attention
 
 
@@ -62,8 +62,8 @@ class KeyValueAttention(BaseAttention):
 
     def __init__(self, units=None, predict=False, dropout=0.0, **kwargs):
         super().__init__(dropout=dropout, **kwargs)
-        self.units = _validation.positive_int("units", units, allow_none=True)
-        self.predict = _validation.boolean("predict", predict)
+        self.units = checks.positive_int("units", units, allow_none=True)
+        self.predict = checks.boolean("predict", predict)
 
     @property
     def num_parts(self):

@@ -3,11 +3,11 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import register_attention
 
 
-@register_attention("learned", kind="positional")
+@register_attention("learned")
 @keras.saving.register_keras_serializable(package="zoo")
 class LearnedPositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings, added to the input (Gehring et al. 2017).
@@ -46,7 +46,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
     def __init__(self, max_length=512, **kwargs):
         super().__init__(**kwargs)
-        self.max_length = _validation.positive_int("max_length", max_length)
+        self.max_length = checks.positive_int("max_length", max_length)
         self.supports_masking = True
 
     def build(self, inputs_shape):

@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from zoo.attention import _scorers, _validation
+from zoo import checks
+from zoo.attention import _scorers
 from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
 
 
@@ -66,10 +67,10 @@ class LocalMonotonicAttention(BaseAttention):
     def __init__(self, window_size=10, scoring="general", gaussian=False, renormalize=False, dropout=0.0,
                  **kwargs):
         super().__init__(dropout=dropout, **kwargs)
-        self.window_size = _validation.positive_int("window_size", window_size)
-        self.scoring = _validation.choice("scoring", scoring, tuple(_scorers.SCORERS))
-        self.gaussian = _validation.boolean("gaussian", gaussian)
-        self.renormalize = _validation.boolean("renormalize", renormalize)
+        self.window_size = checks.positive_int("window_size", window_size)
+        self.scoring = checks.choice("scoring", scoring, tuple(_scorers.SCORERS))
+        self.gaussian = checks.boolean("gaussian", gaussian)
+        self.renormalize = checks.boolean("renormalize", renormalize)
         self.scorer = _scorers.make_scorer(self.scoring, self.dtype_policy)
 
     def build_scoring(self, query_shape, key_shape):

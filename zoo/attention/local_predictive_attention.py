@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import BaseAttention, register_attention
 from zoo.attention.local_monotonic_attention import LocalMonotonicAttention
 
@@ -67,7 +67,7 @@ class LocalPredictiveAttention(LocalMonotonicAttention):
                  dropout=0.0, **kwargs):
         super().__init__(window_size=window_size, scoring=scoring, gaussian=gaussian, renormalize=renormalize,
                          dropout=dropout, **kwargs)
-        self.units = _validation.positive_int("units", units, allow_none=True)
+        self.units = checks.positive_int("units", units, allow_none=True)
 
     def build_scoring(self, query_shape, key_shape):
         super().build_scoring(query_shape, key_shape)

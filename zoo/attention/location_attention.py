@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import BaseAttention, register_attention
 
 
@@ -51,7 +51,7 @@ class LocationAttention(BaseAttention):
 
     def __init__(self, max_length=50, dropout=0.0, **kwargs):
         super().__init__(dropout=dropout, **kwargs)
-        self.max_length = _validation.positive_int("max_length", max_length)
+        self.max_length = checks.positive_int("max_length", max_length)
 
     def build_scoring(self, query_shape, key_shape):
         self.query_dense = keras.layers.Dense(self.max_length, use_bias=False, name="query_dense",

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
 
 SCORINGS = ("scaled_dot", "dot")
@@ -72,12 +72,12 @@ class MultiHeadAttention(BaseAttention):
     def __init__(self, num_heads=2, key_dim=None, value_dim=None, output_dim=None, use_bias=True,
                  scoring="scaled_dot", dropout=0.0, **kwargs):
         super().__init__(dropout=dropout, **kwargs)
-        self.num_heads = _validation.positive_int("num_heads", num_heads)
-        self.key_dim = _validation.positive_int("key_dim", key_dim, allow_none=True)
-        self.value_dim = _validation.positive_int("value_dim", value_dim, allow_none=True)
-        self.output_dim = _validation.positive_int("output_dim", output_dim, allow_none=True)
-        self.use_bias = _validation.boolean("use_bias", use_bias)
-        self.scoring = _validation.choice("scoring", scoring, SCORINGS)
+        self.num_heads = checks.positive_int("num_heads", num_heads)
+        self.key_dim = checks.positive_int("key_dim", key_dim, allow_none=True)
+        self.value_dim = checks.positive_int("value_dim", value_dim, allow_none=True)
+        self.output_dim = checks.positive_int("output_dim", output_dim, allow_none=True)
+        self.use_bias = checks.boolean("use_bias", use_bias)
+        self.scoring = checks.choice("scoring", scoring, SCORINGS)
 
     def _dense(self, equation, output_shape, bias_axes, name):
         dense = keras.layers.EinsumDense(equation, output_shape=output_shape,

@@ -3,13 +3,13 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import masked_softmax, register_attention
 
 KERNELS = ("gaussian", "boxcar", "epanechnikov")
 
 
-@register_attention("nadaraya_watson", kind="other")
+@register_attention("nadaraya_watson")
 @keras.saving.register_keras_serializable(package="zoo")
 class NadarayaWatsonAttention(keras.layers.Layer):
     """Nadaraya-Watson kernel regression as attention pooling (Nadaraya 1964; Watson 1964).
@@ -66,9 +66,9 @@ class NadarayaWatsonAttention(keras.layers.Layer):
 
     def __init__(self, kernel="gaussian", bandwidth=1.0, parametric=False, **kwargs):
         super().__init__(**kwargs)
-        self.kernel = _validation.choice("kernel", kernel, KERNELS)
-        self.bandwidth = _validation.positive_float("bandwidth", bandwidth)
-        self.parametric = _validation.boolean("parametric", parametric)
+        self.kernel = checks.choice("kernel", kernel, KERNELS)
+        self.bandwidth = checks.positive_float("bandwidth", bandwidth)
+        self.parametric = checks.boolean("parametric", parametric)
         self.supports_masking = True
 
     def build(self, queries_shape, keys_shape, values_shape):

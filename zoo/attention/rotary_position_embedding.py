@@ -3,11 +3,11 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import register_attention
 
 
-@register_attention("rotary", kind="positional")
+@register_attention("rotary")
 @keras.saving.register_keras_serializable(package="zoo")
 class RotaryPositionEmbedding(keras.layers.Layer):
     """Rotary position embedding of Su et al. (2021), applied to queries and keys.
@@ -52,8 +52,8 @@ class RotaryPositionEmbedding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, sequence_axis=1, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = _validation.positive_float("max_wavelength", max_wavelength)
-        self.sequence_axis = _validation.positive_int("sequence_axis", sequence_axis)
+        self.max_wavelength = checks.positive_float("max_wavelength", max_wavelength)
+        self.sequence_axis = checks.positive_int("sequence_axis", sequence_axis)
         self.supports_masking = True
 
     def build(self, inputs_shape):

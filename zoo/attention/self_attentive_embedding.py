@@ -3,11 +3,11 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import masked_softmax, register_attention
 
 
-@register_attention("self_attentive", kind="other")
+@register_attention("self_attentive")
 @keras.saving.register_keras_serializable(package="zoo")
 class SelfAttentiveEmbedding(keras.layers.Layer):
     """Structured self-attentive sentence embedding of Lin et al. (2017), with ``r`` hops.
@@ -56,9 +56,9 @@ class SelfAttentiveEmbedding(keras.layers.Layer):
 
     def __init__(self, units=350, hops=30, penalty=1.0, **kwargs):
         super().__init__(**kwargs)
-        self.units = _validation.positive_int("units", units)
-        self.hops = _validation.positive_int("hops", hops)
-        self.penalty = _validation.non_negative_float("penalty", penalty)
+        self.units = checks.positive_int("units", units)
+        self.hops = checks.positive_int("hops", hops)
+        self.penalty = checks.non_negative_float("penalty", penalty)
         self.supports_masking = True
 
     def build(self, inputs_shape):

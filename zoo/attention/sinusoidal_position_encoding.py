@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from zoo.attention import _validation
+from zoo import checks
 from zoo.attention.base_attention import register_attention
 
 
@@ -13,7 +13,7 @@ def _positions(start_index, length, dtype):
     return start + ops.cast(ops.arange(length), dtype)[None, :]
 
 
-@register_attention("sinusoidal", kind="positional")
+@register_attention("sinusoidal")
 @keras.saving.register_keras_serializable(package="zoo")
 class SinusoidalPositionEncoding(keras.layers.Layer):
     """Fixed sinusoidal position encoding of Vaswani et al. (2017), added to the input.
@@ -53,7 +53,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = _validation.positive_float("max_wavelength", max_wavelength)
+        self.max_wavelength = checks.positive_float("max_wavelength", max_wavelength)
         self.supports_masking = True
 
     def encoding(self, length, depth, start_index=0, dtype="float32"):

@@ -8,13 +8,20 @@ Every source determines its target uniquely, or no model could reach 100%:
 - all dates lie in one 100-year window, so a two-digit year is never ambiguous;
 - numeric formats are always day-first (never both "9/5" orders);
 - weekday names are always the true weekday of the date.
+
+``build_task`` is ``data=dates`` (``conf/data/dates.yaml``). This module is pure Python: it imports
+TensorFlow only when ``build_task`` fits the tokenizers.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import random
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
+
+from zoo.data import tokenizers
+from zoo.data.task import DATASETS, Task
+from zoo.errors import ConfigError
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december"]
@@ -83,17 +90,17 @@ def generate(num_examples: int, seed: int, min_year: int = 1950, max_year: int =
     """``num_examples`` distinct (source, target) pairs, the same for the same arguments.
 
     Raises:
-        ValueError: if the year window is not inside 100 years (two-digit years would be
+        ConfigError: if the year window is not inside 100 years (two-digit years would be
             ambiguous) or asks for more distinct sources than the window holds.
     """
     if not 0 <= max_year - min_year <= 99:
-        raise ValueError(
+        raise ConfigError(
             f"The dates task needs a year window of at most 100 years so that two-digit years "
             f"are unambiguous. Received: min_year={min_year}, max_year={max_year}")
     first, last = _dt.date(min_year, 1, 1).toordinal(), _dt.date(max_year, 12, 31).toordinal()
     capacity = (last - first + 1) * len(formats)
     if num_examples > capacity // 2:
-        raise ValueError(
+        raise ConfigError(
             f"Asked for {num_examples} distinct dates but the window {min_year}-{max_year} with "
             f"{len(formats)} formats holds about {capacity}; ask for at most {capacity // 2}.")
     rng = random.Random(seed)
@@ -115,7 +122,7 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_year: 
     sizes = {"train": train_size, "val": val_size, "test": test_size}
     for name, size in sizes.items():
         if not isinstance(size, int) or size < 1:
-            raise ValueError(f"data.{name}_size must be a positive integer. Received: {name}_size={size}")
+            raise ConfigError(f"data.{name}_size must be a positive integer. Received: {name}_size={size}")
     pairs = generate(train_size + val_size + test_size, seed, min_year, max_year)
     out, start = {}, 0
     for name, size in sizes.items():
@@ -123,3 +130,19 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_year: 
         out[name] = ([s for s, _ in chunk], [t for _, t in chunk])
         start += size
     return out
+
+
+@DATASETS.register("dates")
+def build_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, max_year=2049, seed=0,
+               tokenizer="char", lowercase=True, bucket_boundaries=(10, 14, 18, 22, 28), **_) -> Task:
+    """``data=dates``: the splits above and tokenizers fitted on the training split (every
+    character of it gets an id: ``min_freq=1``)."""
+    splits_ = splits(train_size, val_size, test_size, seed=seed, min_year=min_year, max_year=max_year)
+    train_src, train_tgt = splits_["train"]
+    src_tok = tokenizers.fit_tokenizer(tokenizer, train_src, lowercase=lowercase, min_freq=1, name="source_tokenizer")
+    tgt_tok = tokenizers.fit_tokenizer(tokenizer, train_tgt, lowercase=lowercase, min_freq=1, name="target_tokenizer")
+    longest_src = max(len(s) for sources, _ in splits_.values() for s in sources)
+    return Task("dates", splits_, src_tok, tgt_tok,
+                max_source_length=longest_src + 1 + 8,  # <eos> and some slack for unseen inputs
+                max_target_length=len("yyyy-mm-dd") + 1,
+                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)

@@ -2,6 +2,10 @@
 
 ``y = 2 sin(x) + x^0.8 + eps``, ``eps ~ N(0, 0.5)``; 50 sorted training points drawn
 uniformly from [0, 5); test inputs 0, 0.1, ..., 4.9 with the noise-free targets.
+
+``generate`` is ``data=kernel_regression`` (``conf/data/kernel_regression.yaml``), registered with
+``task="regression"``: it gives arrays, not a ``Task``, for the regression models
+(``zoo.models.names(task="regression")``).
 """
 
 from __future__ import annotations
@@ -10,18 +14,22 @@ from typing import Dict
 
 import numpy as np
 
+from zoo.data.task import DATASETS
+from zoo.errors import ConfigError
+
 
 def true_function(x):
     return 2.0 * np.sin(x) + x ** 0.8
 
 
+@DATASETS.register("kernel_regression", task="regression")
 def generate(n_train: int = 50, noise: float = 0.5, x_max: float = 5.0, step: float = 0.1,
              seed: int = 0) -> Dict[str, np.ndarray]:
     """``{"x_train", "y_train", "x_test", "y_test"}`` as float32 arrays; the same for a seed."""
     if not isinstance(n_train, int) or n_train < 2:
-        raise ValueError(f"data.n_train must be an integer >= 2. Received: n_train={n_train}")
+        raise ConfigError(f"data.n_train must be an integer >= 2. Received: n_train={n_train}")
     if noise < 0 or x_max <= 0 or step <= 0:
-        raise ValueError(f"data.noise must be >= 0 and data.x_max, data.step > 0. "
+        raise ConfigError(f"data.noise must be >= 0 and data.x_max, data.step > 0. "
                          f"Received: noise={noise}, x_max={x_max}, step={step}")
     rng = np.random.default_rng(seed)
     x_train = np.sort(rng.uniform(0.0, x_max, n_train))

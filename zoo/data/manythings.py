@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from zoo.config import ConfigError
+from zoo.errors import ConfigError, CorpusError, CorpusNotFoundError  # noqa: F401
 
 MANYTHINGS_URL = "https://www.manythings.org/anki/{pair}.zip"
 ATTRIBUTION = ("Sentence pairs from the Tatoeba Project (tatoeba.org), packaged by manythings.org/anki; "
@@ -37,14 +37,6 @@ BOM = b"\xef\xbb\xbf"
 DROP_REASONS = ("blank", "no_tab", "bad_columns", "empty_side", "invalid_utf8", "duplicate")
 REPAIRS = ("bom", "crlf")
 _PAIR = re.compile(r"^[a-z]{2,8}-[a-z]{2,8}$")
-
-
-class CorpusError(ConfigError):
-    """The corpus file cannot be used (not a pair file, no usable line, bad checksum)."""
-
-
-class CorpusNotFoundError(CorpusError):
-    """The corpus file is not where the configuration says; the message says where to put it."""
 
 
 @dataclasses.dataclass

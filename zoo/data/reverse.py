@@ -12,6 +12,9 @@ sec. 1; Graves et al. 2014's copy task).
 No source string is drawn twice, so no string is in two splits. A string drawn again is
 dropped and another one drawn; the shortest lengths therefore hold fewer examples when their
 strings run out (there are only 26 one-letter strings).
+
+``build_task`` is ``data=reverse`` (``conf/data/reverse.yaml``); TensorFlow is imported only when
+it fits the tokenizers.
 """
 
 from __future__ import annotations
@@ -20,18 +23,22 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from zoo.data import tokenizers
+from zoo.data.task import DATASETS, Task
+from zoo.errors import ConfigError
+
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 MODES = ("reverse", "copy")
 
 
 def _check(min_length: int, max_length: int, alphabet: str, mode: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"data.mode={mode!r} is not valid. Available: {', '.join(MODES)}")
+        raise ConfigError(f"data.mode={mode!r} is not valid. Available: {', '.join(MODES)}")
     if not isinstance(min_length, int) or not isinstance(max_length, int) or not 1 <= min_length <= max_length:
-        raise ValueError(f"data.min_length and data.max_length must be integers with 1 <= min_length <= max_length. "
+        raise ConfigError(f"data.min_length and data.max_length must be integers with 1 <= min_length <= max_length. "
                          f"Received: min_length={min_length!r}, max_length={max_length!r}")
     if not alphabet or len(set(alphabet)) != len(alphabet) or any(c.isspace() for c in alphabet):
-        raise ValueError(f"data.alphabet must hold distinct non-space characters. Received: alphabet={alphabet!r}")
+        raise ConfigError(f"data.alphabet must hold distinct non-space characters. Received: alphabet={alphabet!r}")
 
 
 def capacity(min_length: int, max_length: int, alphabet: str = ALPHABET) -> int:
@@ -44,12 +51,12 @@ def generate(num_examples: int, seed: int, min_length: int = 1, max_length: int 
     """``num_examples`` distinct source strings, the same for the same arguments.
 
     Raises:
-        ValueError: for bad lengths or alphabet, or more strings than half the lengths hold.
+        ConfigError: for bad lengths or alphabet, or more strings than half the lengths hold.
     """
     _check(min_length, max_length, alphabet, "reverse")
     room = capacity(min_length, max_length, alphabet)
     if num_examples > room // 2:
-        raise ValueError(f"Asked for {num_examples} distinct strings but lengths {min_length}-{max_length} over "
+        raise ConfigError(f"Asked for {num_examples} distinct strings but lengths {min_length}-{max_length} over "
                          f"{len(alphabet)} symbols hold {room}; ask for at most {room // 2} or allow longer strings.")
     rng = np.random.default_rng(seed)
     symbols = np.frombuffer(alphabet.encode("utf-32-le"), dtype=np.uint32)
@@ -79,7 +86,7 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_length
     sizes = {"train": train_size, "val": val_size, "test": test_size}
     for name, size in sizes.items():
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-            raise ValueError(f"data.{name}_size must be a positive integer. Received: {name}_size={size!r}")
+            raise ConfigError(f"data.{name}_size must be a positive integer. Received: {name}_size={size!r}")
     sources = generate(train_size + val_size + test_size, seed, min_length, max_length, alphabet)
     out, start = {}, 0
     for name, size in sizes.items():
@@ -87,3 +94,22 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_length
         out[name] = (chunk, transform(chunk, mode))
         start += size
     return out
+
+
+@DATASETS.register("reverse")
+def build_task(mode="reverse", train_size=20000, val_size=500, test_size=2000, min_length=1, max_length=50,
+               alphabet=ALPHABET, seed=0, tokenizer="char", bucket_boundaries=(9, 17, 25, 33, 41), **_) -> Task:
+    """``data=reverse``: random symbol strings -> reversed (or copied): long sources without a download."""
+    if tokenizer != "char":
+        raise ConfigError(f"data.tokenizer={tokenizer} is not valid for data=reverse: its symbols are characters. "
+                          f"Available: char")
+    splits_ = splits(train_size, val_size, test_size, seed=seed, min_length=min_length, max_length=max_length,
+                     alphabet=str(alphabet), mode=mode)
+    train_src, train_tgt = splits_["train"]
+    options = dict(lowercase=False, min_freq=1)  # every symbol of the training split gets an id
+    src_tok = tokenizers.fit_tokenizer("char", train_src, name="source_tokenizer", **options)
+    tgt_tok = tokenizers.fit_tokenizer("char", train_tgt, name="target_tokenizer", **options)
+    return Task("reverse", splits_, src_tok, tgt_tok,
+                max_source_length=max_length + 1,  # <eos>; longer inputs are cut to the trained lengths
+                max_target_length=max_length + 1,
+                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)

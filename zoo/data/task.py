@@ -1,18 +1,26 @@
-"""``Task``: text splits + tokenizers; ``make_dataset``: a batched, bucketed tf.data pipeline."""
+"""``Task``: text splits + tokenizers; ``make_dataset``: a batched, bucketed tf.data pipeline.
+
+``DATASETS`` holds the builders: each dataset module of ``zoo.data`` (``dates``, ``reverse``,
+``tatoeba``, ``kernel_regression``) registers its own under the name of its config
+``conf/data/<name>.yaml``, and the first lookup imports them all. Importing this module imports no
+TensorFlow; the functions that build tensors import it when called.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
-from zoo.data import dates, reverse
-from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, fit_tokenizer
-from zoo.registry import Registry
+from zoo.data.registry import PackageRegistry
+from zoo.errors import ConfigError
+from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
-DATASETS = Registry("data")
+if TYPE_CHECKING:  # annotations only: importing this module must not import TensorFlow
+    import tensorflow as tf
+
+DATASETS = PackageRegistry("data", "zoo.data")
 NUM_BUCKETS = 6
 
 
@@ -43,55 +51,27 @@ class Task:
         return out
 
 
-@DATASETS.register("dates")
-def dates_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, max_year=2049,
-               seed=0, lowercase=True, tokenizer="char", bucket_boundaries=None, **_):
-    splits = dates.splits(train_size, val_size, test_size, seed=seed, min_year=min_year, max_year=max_year)
-    train_src, train_tgt = splits["train"]
-    src_tok = fit_tokenizer(tokenizer, train_src, lowercase=lowercase, name="source_tokenizer")
-    tgt_tok = fit_tokenizer(tokenizer, train_tgt, lowercase=lowercase, name="target_tokenizer")
-    longest_src = max(len(s) for sources, _ in splits.values() for s in sources)
-    return Task("dates", splits, src_tok, tgt_tok,
-                max_source_length=longest_src + 1 + 8,  # <eos> and some slack for unseen inputs
-                max_target_length=len("yyyy-mm-dd") + 1,
-                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)
-
-
-@DATASETS.register("reverse")
-def reverse_task(mode="reverse", train_size=20000, val_size=500, test_size=2000, min_length=1, max_length=50,
-                 alphabet=reverse.ALPHABET, seed=0, tokenizer="char", bucket_boundaries=None, **_):
-    """Random symbol strings -> reversed (or copied): long sources without a download."""
-    if tokenizer != "char":
-        raise ValueError(f"data.tokenizer={tokenizer} is not valid for data=reverse: its symbols are characters. "
-                         f"Available: char")
-    splits = reverse.splits(train_size, val_size, test_size, seed=seed, min_length=min_length,
-                            max_length=max_length, alphabet=str(alphabet), mode=mode)
-    train_src, train_tgt = splits["train"]
-    src_tok = fit_tokenizer("char", train_src, lowercase=False, name="source_tokenizer")
-    tgt_tok = fit_tokenizer("char", train_tgt, lowercase=False, name="target_tokenizer")
-    return Task("reverse", splits, src_tok, tgt_tok,
-                max_source_length=max_length + 1,  # <eos>; longer inputs are cut to the trained lengths
-                max_target_length=max_length + 1,
-                bucket_boundaries=list(bucket_boundaries) if bucket_boundaries else None)
-
-
-@DATASETS.register("tatoeba")
-def tatoeba_task(**kwargs):
-    """English <-> another language from a manythings.org/anki pair file (Tatoeba Project)."""
-    from zoo.data.tatoeba import build_task
-
-    return build_task(**kwargs)
-
-
 def load_task(data_cfg) -> Task:
-    """Builds the task named ``data_cfg.name`` with the rest of ``data_cfg`` as arguments."""
+    """Builds the task named ``data_cfg.name`` with the rest of ``data_cfg`` as arguments.
+
+    ``data_cfg.task`` (``seq2seq`` when absent) is the kind of task, the builder's registry
+    ``meta``, not one of its arguments. ``kernel_regression`` gives its arrays, not a ``Task``.
+    """
     cfg = dict(data_cfg)
     name = cfg.pop("name")
+    cfg.pop("task", None)
     return DATASETS.create(name, **cfg)
+
+
+def names() -> List[str]:
+    """Sorted names of the registered datasets (imports the dataset modules; no TensorFlow)."""
+    return DATASETS.names()
 
 
 def encode(task: Task, split: str) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
     """Token ids of a split: sources end with <eos>, targets are <bos> ... <eos>."""
+    import tensorflow as tf
+
     sources, targets = task.splits[split]
     src = task.source_tokenizer.tokenize(tf.constant(sources))[:, : task.max_source_length - 1]
     tgt = task.target_tokenizer.tokenize(tf.constant(targets))[:, : task.max_target_length - 1]
@@ -121,7 +101,7 @@ def resolve_bucket_boundaries(task: Task, bucket_boundaries, source_lengths=None
     """
     if isinstance(bucket_boundaries, str):
         if bucket_boundaries != "auto":
-            raise ValueError(f"bucket_boundaries={bucket_boundaries!r} is not valid: expected a list of "
+            raise ConfigError(f"bucket_boundaries={bucket_boundaries!r} is not valid: expected a list of "
                              f"lengths, 'auto' or null.")
         if task.bucket_boundaries:
             return list(task.bucket_boundaries)
@@ -138,6 +118,8 @@ def make_dataset(task: Task, split: str, batch_size: int, shuffle: bool = False,
     Training batches are bucketed by source length so little compute goes to padding
     (boundaries: ``resolve_bucket_boundaries``).
     """
+    import tensorflow as tf
+
     src, tgt = encode(task, split)
     if shuffle:
         bucket_boundaries = resolve_bucket_boundaries(task, bucket_boundaries, src.row_lengths().numpy())

@@ -22,6 +22,9 @@ BLEU (sacreBLEU, 13a) is therefore computed on the canonical text ``normalize_te
 the raw reference lowercased (``lowercase=true``), NFKC, with one kind of space and apostrophe
 and no space before ``, . ! ? ; :``. sacreBLEU's 13a tokenizer splits that punctuation anyway,
 so the score equals BLEU against the raw lowercased reference with its own punctuation spacing.
+
+``build_task`` is ``data=tatoeba`` (``conf/data/tatoeba.yaml``, which holds its defaults). Importing
+this module imports no TensorFlow; building the task does.
 """
 
 from __future__ import annotations
@@ -31,12 +34,10 @@ from collections import Counter
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
-from zoo.config import ConfigError
-from zoo.data import manythings
-from zoo.data.task import Task, length_boundaries
-from zoo.data.tokenizers import TOKENIZERS, fit_tokenizer, normalize_text, separate_punctuation
+from zoo.data import manythings, tokenizers
+from zoo.data.task import DATASETS, Task, length_boundaries
+from zoo.errors import ConfigError, CorpusError
 
 PERCENTILES = (50, 90, 99)
 
@@ -61,32 +62,40 @@ def _split_size(key: str, value, total: int) -> int:
     return int(value)
 
 
-def _word_counts(normalized: tf.Tensor) -> np.ndarray:
-    return tf.strings.split(separate_punctuation(normalized)).row_lengths().numpy()
+def _word_counts(normalized) -> np.ndarray:
+    import tensorflow as tf
+
+    return tf.strings.split(tokenizers.separate_punctuation(normalized)).row_lengths().numpy()
 
 
-def _normalize(texts: Sequence[str], lowercase: bool) -> tf.Tensor:
-    return normalize_text(tf.constant(list(texts), dtype=tf.string), lowercase)
+def _normalize(texts: Sequence[str], lowercase: bool):
+    import tensorflow as tf
+
+    return tokenizers.normalize_text(tf.constant(list(texts), dtype=tf.string), lowercase)
 
 
 def _token_lengths(tokenizer, texts: Sequence[str]) -> np.ndarray:
+    import tensorflow as tf
+
     if not texts:
         return np.zeros([0], np.int64)
     return tokenizer.split(tf.constant(list(texts), dtype=tf.string)).row_lengths().numpy()
 
 
+@DATASETS.register("tatoeba")
 def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool = False,
                cache_dir: Optional[str] = None, url: Optional[str] = None, sha256: Optional[str] = None,
                reverse: bool = False, tokenizer: str = "word", lowercase: bool = True, min_freq: int = 2,
-               max_size: Optional[int] = None, max_examples: Optional[int] = None, max_len: Optional[int] = None,
-               train_size: Optional[int] = None, val_size=0.05, test_size=0.05, seed: int = 0, **unknown):
+               max_size: Optional[int] = None, max_examples: Optional[int] = None, max_len: Optional[int] = 30,
+               train_size: Optional[int] = None, val_size=0.05, test_size=0.05, seed: int = 0, **unknown) -> Task:
     """The ``tatoeba`` task; see the module docstring. Raises ``ConfigError`` on bad values."""
     if unknown:
         raise ConfigError(f"Unknown key(s) for data=tatoeba: {', '.join(sorted(unknown))}. Keys: pair, path, "
                           f"download, cache_dir, url, sha256, reverse, tokenizer, lowercase, min_freq, max_size, "
                           f"max_examples, max_len, train_size, val_size, test_size, seed")
-    if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"Unknown tokenizer '{tokenizer}' (data.tokenizer). Available: {', '.join(TOKENIZERS)}")
+    if tokenizer not in tokenizers.names():
+        raise ConfigError(f"Unknown tokenizer '{tokenizer}' (data.tokenizer). "
+                          f"Available: {', '.join(tokenizers.names())}")
     max_examples = _positive_int_or_none("max_examples", max_examples)
     max_len = _positive_int_or_none("max_len", max_len)
     train_size = _positive_int_or_none("train_size", train_size)
@@ -101,7 +110,7 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
     corpus_path = manythings.resolve_path(path, pair, download=download, cache_dir=cache_dir, url=url, sha256=sha256)
     corpus = manythings.read_pair_file(corpus_path, language)
     if sha256 and corpus.sha256 != str(sha256).lower():
-        raise manythings.CorpusError(f"{corpus_path} has sha256 {corpus.sha256}, expected data.sha256={sha256}.")
+        raise CorpusError(f"{corpus_path} has sha256 {corpus.sha256}, expected data.sha256={sha256}.")
     dropped = Counter(corpus.dropped)
     pairs = [(other, english) if reverse else (english, other) for english, other in corpus.pairs]
     if max_examples is not None and len(pairs) > max_examples:
@@ -121,7 +130,7 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
     dropped["too_long"] += int(too_long.sum())
     keep = np.flatnonzero(~(empty | too_long))
     if keep.size == 0:
-        raise manythings.CorpusError(
+        raise CorpusError(
             f"{corpus_path}: none of the {len(pairs)} pairs is usable: {int(empty.sum())} have an empty side after "
             f"normalization and {int(too_long.sum())} are longer than data.max_len={max_len} words.")
     source_keys = [s.decode("utf-8") for s in source_norm.numpy()[keep]]
@@ -139,7 +148,7 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
         indices[name] = list(indices["train"])
     for name in ("train", "val", "test"):
         if not indices[name]:
-            raise manythings.CorpusError(
+            raise CorpusError(
                 f"{corpus_path}: {total} usable pairs ({len(set(source_keys))} distinct source sentences) leave the "
                 f"{name} split empty with test_size={test_size}, val_size={val_size}, train_size={train_size}, "
                 f"max_examples={max_examples}. Use more pairs or smaller val/test sizes.")
@@ -147,8 +156,8 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
     train_sources = [sources[i] for i in indices["train"]]
     train_targets = [target_refs[i] for i in indices["train"]]
     options = dict(lowercase=lowercase, min_freq=min_freq, max_size=max_size, normalization="text")
-    source_tokenizer = fit_tokenizer(tokenizer, train_sources, name="source_tokenizer", **options)
-    target_tokenizer = fit_tokenizer(tokenizer, train_targets, name="target_tokenizer", **options)
+    source_tokenizer = tokenizers.fit_tokenizer(tokenizer, train_sources, name="source_tokenizer", **options)
+    target_tokenizer = tokenizers.fit_tokenizer(tokenizer, train_targets, name="target_tokenizer", **options)
 
     # Vocabulary-dependent filter: max_len in the tokenizers' own tokens (subwords, characters).
     splits: Dict[str, tuple] = {}
@@ -169,7 +178,7 @@ def build_task(pair: str = "fra-eng", path: Optional[str] = None, download: bool
             ok &= ~long
         rows = np.flatnonzero(ok)
         if rows.size == 0:
-            raise manythings.CorpusError(f"{corpus_path}: the {name} split is empty after the data.max_len={max_len} "
+            raise CorpusError(f"{corpus_path}: the {name} split is empty after the data.max_len={max_len} "
                                          f"filter in {tokenizer} tokens. Raise data.max_len.")
         splits[name] = ([src[i] for i in rows], [tgt[i] for i in rows])
         lengths["source"].extend(src_len[rows].tolist())

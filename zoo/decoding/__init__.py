@@ -5,10 +5,11 @@ length and coverage penalties, n-best) all drive the model's ``decode_step`` ins
 ``tf.while_loop``. ``decode(model, source, max_length, cfg)`` picks by ``cfg.strategy``.
 """
 
+from zoo.catalog import DECODING_STRATEGIES
 from zoo.decoding.beam_search import beam_search
 from zoo.decoding.greedy import greedy_decode, greedy_decode_with_scores, sample_decode
 
-STRATEGIES = ("greedy", "beam", "sample")
+STRATEGIES = DECODING_STRATEGIES  # one home: zoo.catalog (the config validator reads it without TensorFlow)
 
 
 def decode(model, source, max_length, strategy="greedy", beam_size=4, alpha=0.0, beta=0.0,

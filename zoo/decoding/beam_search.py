@@ -6,7 +6,7 @@ no custom ops, so it runs inside a SavedModel.
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
 NEG = -1e9
 

@@ -6,7 +6,7 @@ tokens, ``O(T^2)`` work instead of ``O(T)``.
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def full_recompute_greedy(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):

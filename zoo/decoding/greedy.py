@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def _decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):

@@ -1,6 +1,13 @@
-"""Metrics and evaluation: scoring translations, ``evaluate(cfg)`` for evaluate.py."""
+"""Evaluation: scoring a split, scores by source length, a run's report files, ``evaluate(cfg)`` for evaluate.py.
 
-from zoo.evaluation.metrics import bleu, chrf, exact_match, text_metrics
-from zoo.evaluation.scoring import score_split
+The metrics themselves live in ``zoo.metrics`` (one module each); ``bleu``, ``chrf``, ``exact_match``
+are re-exported here as before.
+"""
 
-__all__ = ["bleu", "chrf", "exact_match", "text_metrics", "score_split"]
+from zoo.evaluation.report import Report, log_outputs, write_report
+from zoo.evaluation.scoring import score_split, text_metrics
+from zoo.metrics.bleu import bleu
+from zoo.metrics.chrf import chrf
+from zoo.metrics.exact_match import exact_match
+
+__all__ = ["Report", "bleu", "chrf", "exact_match", "log_outputs", "score_split", "text_metrics", "write_report"]

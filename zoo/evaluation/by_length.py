@@ -1,9 +1,10 @@
 """Scores by source length: where a model breaks down as inputs grow.
 
 ``by_length`` splits a scored split into bins of source length (in the source tokenizer's
-tokens, ``<eos>`` not counted) and scores each bin: exact match, token accuracy, BLEU and chrF.
-It reuses predictions already made (no decoding here). The rows go to ``by_length/<split>.csv``
-of a run and are what ``python -m zoo.compare --by-length`` draws.
+tokens, ``<eos>`` not counted) and scores each bin with every metric of ``zoo.metrics`` registered
+``by_length`` (exact match, token accuracy, BLEU, chrF). It reuses predictions already made (no
+decoding here). The rows go to ``by_length/<split>.csv`` of a run and are what
+``python -m zoo.compare --by-length`` draws.
 """
 
 from __future__ import annotations
@@ -12,10 +13,17 @@ import csv
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from zoo.evaluation.metrics import token_accuracy
+import zoo.metrics
+from zoo.tokens import BOS, EOS, PAD
 
-COLUMNS = ("bin", "min_length", "max_length", "count", "exact_match", "token_accuracy", "bleu", "chrf")
-SPECIAL_TOKENS = ("", "<eos>", "<pad>", "<bos>")
+BIN_COLUMNS = ("bin", "min_length", "max_length", "count")
+COUNT_COLUMNS = ("min_length", "max_length", "count")
+SPECIAL_TOKENS = ("", EOS, PAD, BOS)  # not <unk>: an unknown word is still a word of the sentence
+
+
+def columns() -> Tuple[str, ...]:
+    """The CSV's columns: the bin's, then one per by-length metric (``zoo.metrics.by_length_names()``)."""
+    return BIN_COLUMNS + tuple(zoo.metrics.by_length_names())
 
 
 def _text(token) -> str:
@@ -52,57 +60,60 @@ def by_length(lengths: Sequence[int], hypotheses: Sequence[str], references: Seq
               hypothesis_tokens: Optional[Sequence[Sequence[str]]] = None,
               reference_tokens: Optional[Sequence[Sequence[str]]] = None,
               num_bins: int = 10) -> List[Dict[str, object]]:
-    """One row per non-empty length bin: ``bin``, ``min_length``, ``max_length``, ``count``,
-    ``exact_match``, ``token_accuracy`` (None without tokens), ``bleu``, ``chrf`` (sacreBLEU, 0-100).
+    """One row per non-empty length bin: ``bin``, ``min_length``, ``max_length``, ``count``, and a
+    score per by-length metric (``exact_match``, ``token_accuracy`` (None without tokens), ``bleu``,
+    ``chrf`` (sacreBLEU, 0-100), ...).
 
     Example:
         >>> rows = by_length([2, 2, 9], ["ab", "xx", "abcdefghi"], ["ab", "ba", "abcdefghi"], num_bins=2)
         >>> [(r["bin"], r["count"], r["exact_match"]) for r in rows]
         [('1-5', 2, 0.5), ('6-10', 1, 1.0)]
     """
-    from zoo.evaluation.metrics import bleu, chrf, exact_match
-
     n = len(lengths)
     if not n == len(hypotheses) == len(references):
         raise ValueError(f"by_length needs one length, hypothesis and reference per example; received "
                          f"{n} lengths, {len(hypotheses)} hypotheses, {len(references)} references")
     tokens = hypothesis_tokens is not None and reference_tokens is not None
+    metrics = [zoo.metrics.get(name) for name in zoo.metrics.by_length_names()]
     rows = []
     for low, high in length_bins(lengths, num_bins):
         idx = [i for i, length in enumerate(lengths) if low <= length <= high]
         if not idx:
             continue
         hyp, ref = [hypotheses[i] for i in idx], [references[i] for i in idx]
-        rows.append({
-            "bin": f"{low}-{high}" if high > low else str(low), "min_length": low, "max_length": high,
-            "count": len(idx), "exact_match": exact_match(hyp, ref),
-            "token_accuracy": token_accuracy([hypothesis_tokens[i] for i in idx],
-                                             [reference_tokens[i] for i in idx]) if tokens else None,
-            "bleu": bleu(hyp, ref)[0], "chrf": chrf(hyp, ref)[0],
-        })
+        inputs = {"hypothesis_tokens": [hypothesis_tokens[i] for i in idx] if tokens else None,
+                  "reference_tokens": [reference_tokens[i] for i in idx] if tokens else None}
+        row = {"bin": f"{low}-{high}" if high > low else str(low), "min_length": low, "max_length": high,
+               "count": len(idx)}
+        row.update({metric.name: metric.score(hyp, ref, **inputs) for metric in metrics})
+        rows.append(row)
     return rows
 
 
 def write_csv(rows: Sequence[Dict[str, object]], path: str) -> str:
-    """Writes ``rows`` with the ``COLUMNS`` header (empty cells for None); returns ``path``."""
+    """Writes ``rows`` with the ``columns()`` header (empty cells for None); returns ``path``."""
+    names = columns()
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=names)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in names})
     return path
 
 
 def read_csv(path: str) -> List[Dict[str, object]]:
-    """The rows ``write_csv`` wrote, with numbers as numbers and empty cells as None."""
+    """The rows ``write_csv`` wrote, with numbers as numbers and empty cells as None. Every column
+    of ``columns()`` is there (None where the file has none: a run from before a metric existed),
+    and so is every column of the file."""
     with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        names = list(columns()) + [k for k in (reader.fieldnames or []) if k not in columns()]
     out = []
     for row in rows:
         parsed: Dict[str, object] = {"bin": row["bin"]}
-        for key in COLUMNS[1:]:
+        for key in names[1:]:
             value = row.get(key, "")
-            parsed[key] = None if value in ("", None) else (int(value) if key in ("min_length", "max_length", "count")
-                                                           else float(value))
+            parsed[key] = None if value in ("", None) else (int(value) if key in COUNT_COLUMNS else float(value))
         out.append(parsed)
     return out

@@ -11,6 +11,10 @@ from typing import Dict, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.config import CONF_DIR, ConfigError, options, quiet_tensorflow
+from zoo.evaluation.report import log_outputs
+from zoo.evaluation.scoring import score_split
+from zoo.metrics.paired_bootstrap import paired_bootstrap_bleu
+from zoo.tracking import mlflow_run, resolve_tracking_uri, ui_command
 
 SHADES = " .:-=+*#%@"
 
@@ -126,9 +130,6 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
     import tensorflow_text  # noqa: F401 - ops used by the SavedModel
 
     from zoo.data import load_task
-    from zoo.evaluation.metrics import paired_bootstrap_bleu
-    from zoo.evaluation.scoring import score_split
-    from zoo.tracking import log_outputs, mlflow_run, resolve_tracking_uri, ui_command
 
     uri = resolve_tracking_uri(cfg.tracking.uri)
     mlflow.set_tracking_uri(uri)

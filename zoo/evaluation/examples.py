@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from zoo.config import ConfigError
-from zoo.evaluation.metrics import d2l_bleu
+from zoo.errors import ConfigError
+from zoo.metrics.d2l_bleu import d2l_bleu
 
 COLUMNS = ("source", "reference", "hypothesis", "bleu")
 

@@ -4,50 +4,30 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence, Tuple
 
-from zoo.evaluation.metrics import attention_statistics, text_metrics, token_accuracy
+import zoo.metrics
+from zoo.metrics.attention_statistics import attention_statistics
+from zoo.metrics.bleu import bleu
+from zoo.metrics.chrf import chrf
+from zoo.metrics.exact_match import exact_match
+from zoo.metrics.length_ratio import length_ratio
+from zoo.metrics.multi_reference import multi_reference, multi_reference_metrics
+from zoo.metrics.token_accuracy import token_accuracy
+from zoo.tokens import EOS
+
+__all__ = ["multi_reference", "multi_reference_metrics", "score_split", "text_metrics"]
 
 
 def _decode(tokens) -> list:
     return [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in tokens]
 
 
-def multi_reference(sources: Sequence[str], hypotheses: Sequence[str], references: Sequence[str]
-                    ) -> Tuple[list, list]:
-    """One hypothesis per distinct source with every reference of that source in the split.
-
-    Tatoeba gives many sentences several translations (a third of the English sentences of
-    fra-eng), and its splits keep them together. Scoring each pair alone counts a correct
-    translation as wrong against the other references of its source. Returns ``(hypotheses,
-    reference_streams)`` for sacreBLEU: streams padded with ``None`` where a source has fewer
-    references (sacreBLEU skips those).
-    """
-    order, refs, hyps = [], {}, {}
-    for source, hypothesis, reference in zip(sources, hypotheses, references):
-        if source not in refs:
-            order.append(source)
-            refs[source], hyps[source] = [], hypothesis
-        if reference not in refs[source]:
-            refs[source].append(reference)
-    width = max((len(r) for r in refs.values()), default=0)
-    streams = [[refs[s][i] if i < len(refs[s]) else None for s in order] for i in range(width)]
-    return [hyps[s] for s in order], streams
-
-
-def multi_reference_metrics(sources: Sequence[str], hypotheses: Sequence[str], references: Sequence[str]
-                            ) -> Tuple[Dict[str, float], Dict[str, str]]:
-    """``bleu_multiref`` and ``chrf_multiref`` (sacreBLEU, with signatures) over the distinct
-    sources of a split, each against all its references; empty when no source repeats."""
-    import sacrebleu
-
-    distinct_hyps, streams = multi_reference(sources, hypotheses, references)
-    if len(streams) < 2:
-        return {}, {}
-    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
-    metrics = {"bleu_multiref": float(bleu.corpus_score(distinct_hyps, streams).score),
-               "chrf_multiref": float(chrf.corpus_score(distinct_hyps, streams).score),
-               "distinct_sources": float(len(distinct_hyps))}
-    return metrics, {"bleu_multiref_signature": str(bleu.get_signature()),
-                     "chrf_multiref_signature": str(chrf.get_signature())}
+def text_metrics(hypotheses: Sequence[str], references: Sequence[str]) -> Tuple[Dict[str, float], Dict[str, str]]:
+    """``({"exact_match", "bleu", "chrf", "length_ratio"}, {"bleu_signature", "chrf_signature"})``."""
+    b, b_sig = bleu(hypotheses, references)
+    c, c_sig = chrf(hypotheses, references)
+    return ({"exact_match": exact_match(hypotheses, references), "bleu": b, "chrf": c,
+             "length_ratio": length_ratio(hypotheses, references)},
+            {"bleu_signature": b_sig, "chrf_signature": c_sig})
 
 
 def score_split(translate_fn: Callable, sources: Sequence[str], references: Sequence[str],
@@ -58,7 +38,9 @@ def score_split(translate_fn: Callable, sources: Sequence[str], references: Sequ
 
     ``reference_tokens`` (the references in the target tokenizer's tokens) adds
     ``token_accuracy``. When a source occurs more than once (Tatoeba), ``bleu_multiref`` and
-    ``chrf_multiref`` score each distinct source against all its references. Returns ``(metrics, signatures, outputs)``; ``outputs`` holds
+    ``chrf_multiref`` score each distinct source against all its references. Every other metric
+    of ``zoo.metrics`` scored by source length is scored here too, so the split has the overall
+    value of each by-length column. Returns ``(metrics, signatures, outputs)``; ``outputs`` holds
     per-sentence ``text``, ``attention``, ``source_tokens``, ``target_tokens``.
     """
     from zoo.export.translator import translate_batched
@@ -68,8 +50,11 @@ def score_split(translate_fn: Callable, sources: Sequence[str], references: Sequ
     multi_metrics, multi_signatures = multi_reference_metrics(list(sources), outputs["text"], list(references))
     metrics.update(multi_metrics)
     signatures.update(multi_signatures)
+    hyp_tokens = [[t for t in _decode(row) if t and t != EOS] for row in outputs["target_tokens"]]
     if reference_tokens is not None:
-        hyp_tokens = [[t for t in _decode(row) if t and t != "<eos>"] for row in outputs["target_tokens"]]
         metrics["token_accuracy"] = token_accuracy(hyp_tokens, reference_tokens)
     metrics.update(attention_statistics(outputs["attention"], outputs["target_tokens"], outputs["source_tokens"]))
+    others = [name for name in zoo.metrics.by_length_names() if name not in metrics]
+    metrics.update(zoo.metrics.score_all(outputs["text"], references, others, hypothesis_tokens=hyp_tokens,
+                                         reference_tokens=reference_tokens, sources=list(sources)))
     return metrics, signatures, outputs

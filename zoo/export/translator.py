@@ -10,8 +10,8 @@ import os
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import PAD_ID
 from zoo.decoding import STRATEGIES, beam_search, decode
+from zoo.tokens import PAD_ID
 
 STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
 DECODE_OPTIONS = tuple(p for p in inspect.signature(decode).parameters if p not in ("model", "source", "max_length"))

@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from zoo.models import _common
+from zoo.checks import boolean
+from zoo.models import common, rnn
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 
@@ -28,19 +29,30 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     take the query position (``local_m``) get the target step ``i - 1`` (0-based), which is
     then carried in the decoder state.
 
+    Shapes: ``B`` batch, ``Ts`` source steps, ``Tt`` target steps, ``H`` = ``hidden_size``,
+    ``V`` target vocabulary; the memory ``h_j`` is ``2H`` wide when bidirectional, else ``H``.
+
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
-        embed_dim: embedding size of both sides.
-        hidden_size: RNN size (each direction of the encoder, and the decoder).
+        embed_dim: positive int, embedding size of both sides.
+        hidden_size: positive int ``H``, the decoder RNN size. Each encoder direction also has
+            ``H`` units (as in the paper: a bidirectional encoder's memory is ``2H`` wide); the
+            ``tanh`` bridge maps the encoder's final states to ``H``.
         bidirectional: bool, bidirectional encoder.
         attention: name of a registered alignment attention (``zoo.attention.alignment_names()``).
         attention_options: dict of keyword arguments for that attention layer.
-        dropout: dropout on embeddings, between stacked layers and on decoder outputs.
-        cell: ``"gru"`` (default) or ``"lstm"``.
+        dropout: float in [0, 1), on embeddings, between stacked layers and on decoder outputs.
+        cell: ``"gru"`` or ``"lstm"``.
         num_layers: positive int, stacked RNN layers in the encoder and in the decoder.
-        deep_output: bool, the paper's maxout readout from ``s_i``, ``e(y_{i-1})`` and ``c_i``
-            instead of d2l's ``W_o s_i``. False by default here so that ``.keras`` files saved
-            before the option load unchanged; ``conf/model/bahdanau.yaml`` turns it on.
+        deep_output: bool, the paper's maxout readout from ``s_i``, ``e(y_{i-1})`` and ``c_i``;
+            False: d2l's ``W_o s_i``. A ``.keras`` file saved before the option existed loads
+            with False, as it was trained.
+
+    Example:
+        >>> import numpy as np
+        >>> model = BahdanauSeq2Seq(13, 11, embed_dim=8, hidden_size=12)
+        >>> tuple(model((np.array([[5, 6, 3, 0]]), np.array([[2, 5, 6]]))).shape)
+        (1, 3, 11)
 
     References:
         Bahdanau, Cho, Bengio. Neural Machine Translation by Jointly Learning to Align and
@@ -49,59 +61,45 @@ class BahdanauSeq2Seq(Seq2SeqModel):
 
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128,
                  bidirectional=True, attention="additive", attention_options=None, dropout=0.0, cell="gru",
-                 num_layers=1, deep_output=False, **kwargs):
+                 num_layers=1, deep_output=True, **kwargs):
         super().__init__(**kwargs)
-        for name, value in [("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size),
-                            ("embed_dim", embed_dim), ("hidden_size", hidden_size), ("num_layers", num_layers)]:
-            _common.positive_int(name, value)
-        import zoo.attention as zoo_attention
-
-        if attention not in zoo_attention.alignment_names():
-            raise ValueError(f"Unknown alignment attention '{attention}' for model bahdanau. "
-                             f"Available: {', '.join(zoo_attention.alignment_names())}")
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
-        self.embed_dim = embed_dim
-        self.hidden_size = hidden_size
-        self.bidirectional = bool(bidirectional)
+        # Each encoder direction has hidden_size units, like the decoder.
+        rnn.set_rnn_arguments(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size, cell, num_layers,
+                              bidirectional, dropout, encoder_units=hidden_size)
         self.attention_name = attention
         self.attention_options = dict(attention_options or {})
-        self.dropout = float(dropout)
-        self.cell = _common.choice("cell", cell, _common.RNN_CELLS)
-        self.num_layers = num_layers
-        self.deep_output = _common.boolean("deep_output", deep_output)
+        self.deep_output = boolean("deep_output", deep_output)
 
         # Layers of the default (1-layer GRU) model first and in this order: a .keras file keeps
-        # some weights by class and creation order, so older files still load.
-        self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, mask_zero=True,
-                                                       name="source_embedding")
-        self.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding")
-        rnn_class = keras.layers.GRU if self.cell == "gru" else keras.layers.LSTM
-        rnn = rnn_class(hidden_size, return_sequences=True, return_state=True, name=f"encoder_{self.cell}")
-        self.encoder_rnn = keras.layers.Bidirectional(rnn, name="encoder") if self.bidirectional else rnn
-        self.bridge = keras.layers.Dense(hidden_size, activation="tanh", name="bridge")
-        self.attention = zoo_attention.create(attention, name="attention", **self.attention_options)
-        cell_class = keras.layers.GRUCell if self.cell == "gru" else keras.layers.LSTMCell
-        self.decoder_cell = cell_class(hidden_size, name=f"decoder_{self.cell}")
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout")
-        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
-        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection")
+        # some weights by attribute name, others by class and creation order, and seeded initial
+        # weights depend on the creation order; so older files load and results stay the same.
+        dtype = self.dtype_policy
+        rnn.make_embeddings(self)
+        self.encoder_rnn = rnn.make_rnn(self.cell, hidden_size, f"encoder_{self.cell}", self.bidirectional, dtype,
+                                        wrapper_name="encoder")
+        self.bridge = keras.layers.Dense(hidden_size, activation="tanh", name="bridge", dtype=dtype)
+        self.attention = common.create_alignment_attention("bahdanau", attention, self.attention_options, dtype)
+        self.decoder_cell = rnn.make_cell(self.cell, hidden_size, f"decoder_{self.cell}", dtype)
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
+        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
+        self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
         # Only with cell="lstm" or num_layers > 1 (empty otherwise).
         self.encoder_stack = [
-            _common.make_rnn(self.cell, hidden_size, f"encoder_{self.cell}_{i}", self.bidirectional)
+            rnn.make_rnn(self.cell, hidden_size, f"encoder_{self.cell}_{i}", self.bidirectional, dtype)
             for i in range(1, num_layers)]
-        self.decoder_stack = [cell_class(hidden_size, name=f"decoder_{self.cell}_{i}") for i in range(1, num_layers)]
-        self.per_layer = _common.states_per_layer(self.cell)
+        self.decoder_stack = [rnn.make_cell(self.cell, hidden_size, f"decoder_{self.cell}_{i}", dtype)
+                              for i in range(1, num_layers)]
         # One bridge per decoder state tensor (h, c per layer); self.bridge is the first.
-        self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}")
+        self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}", dtype=dtype)
                               for i in range(1, num_layers * self.per_layer)]
-        self.positional_attention = _common.takes_positions(self.attention)
+        self.positional_attention = common.takes_positions(self.attention)
         if self.deep_output:  # created last: files without the option keep their weight order
-            self.readout = keras.layers.Dense(2 * hidden_size, name="readout")
+            self.readout = keras.layers.Dense(2 * hidden_size, name="readout", dtype=dtype)
 
-    @property
-    def memory_dim(self):
-        return self.hidden_size * (2 if self.bidirectional else 1)
+    @classmethod
+    def from_config(cls, config):
+        # .keras files saved before `deep_output` existed had d2l's readout, W_o s_i.
+        return super().from_config({"deep_output": False, **config})
 
     def build(self, input_shape=None):
         memory_dim = self.memory_dim
@@ -124,14 +122,14 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.built = True
 
     def encode(self, source, training=None):
-        mask = ops.not_equal(source, 0)
+        mask = rnn.source_mask(source)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
-        memory, finals = _common.run_encoder([self.encoder_rnn, *self.encoder_stack], embedded, mask,
-                                             self.bidirectional, self.output_dropout, training=training)
+        memory, finals = rnn.run_encoder([self.encoder_rnn, *self.encoder_stack], embedded, mask,
+                                         self.bidirectional, self.output_dropout, training=training)
         finals = [state for layer in finals for state in layer]  # h (, c) per layer
         bridged = tuple(bridge(final) for bridge, final in zip([self.bridge, *self.extra_bridges], finals))
         return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
-                "final_state": bridged[0], "initial_states": bridged}
+                "initial_states": bridged}
 
     def initial_state(self, memory, max_length=None):
         state = tuple(memory["initial_states"])
@@ -149,15 +147,15 @@ class BahdanauSeq2Seq(Seq2SeqModel):
                                                  return_attention_scores=True, training=training, **position)
         embedded = self.embedding_dropout(self.target_embedding(token), training=training)
         rnn_input = ops.concatenate([embedded, ops.squeeze(context, 1)], axis=-1)
-        output, new_states = _common.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
-                                                self.per_layer, self.output_dropout, training=training)
+        output, new_states = rnn.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
+                                            self.per_layer, self.output_dropout, training=training)
         if self.deep_output:
             pre = self.readout(ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1))
             output = ops.max(ops.reshape(pre, (-1, self.hidden_size, 2)), axis=-1)  # maxout over pairs
         logits = self.output_projection(self.output_dropout(output, training=training))
         if self.positional_attention:
             new_states += (state[-1] + 1,)
-        return logits, new_states, _common.attention_row(weights)
+        return logits, new_states, common.attention_row(weights)
 
     def get_config(self):
         config = super().get_config()

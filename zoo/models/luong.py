@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from zoo.models import _common
+from zoo.checks import boolean
+from zoo.models import common, rnn
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 
@@ -44,16 +45,17 @@ class LuongSeq2Seq(Seq2SeqModel):
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
         embed_dim: positive int, embedding size of both sides.
-        hidden_size: positive int ``H``, the decoder RNN size and the memory width (even when
-            ``bidirectional``).
+        hidden_size: positive int ``H``, the decoder RNN size. The encoder is sized so that the
+            memory ``h_s`` and its final states are ``H`` wide too: ``H`` units, or ``H // 2`` per
+            direction when ``bidirectional`` (then ``H`` must be even).
         cell: ``"lstm"`` (as in the paper) or ``"gru"``.
         num_layers: positive int, stacked RNN layers in the encoder and in the decoder.
         bidirectional: bool, bidirectional encoder (the paper's encoder is unidirectional).
         attention: name of a registered alignment attention (``zoo.attention.alignment_names()``).
         attention_options: dict of keyword arguments for that attention layer.
         input_feeding: bool, feed ``h~_{t-1}`` into the decoder input (sec. 3.3; the paper's best
-            models use it). Off by default: training is then parallel in time.
-        dropout: float in [0, 1).
+            models use it). Off: training is parallel in time.
+        dropout: float in [0, 1), on embeddings, between stacked layers and on ``h~_t``.
 
     Example:
         >>> import numpy as np
@@ -69,30 +71,30 @@ class LuongSeq2Seq(Seq2SeqModel):
 
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128, cell="lstm",
                  num_layers=1, bidirectional=True, attention="general", attention_options=None,
-                 input_feeding=False, dropout=0.0, **kwargs):
+                 input_feeding=False, dropout=0.2, **kwargs):
         super().__init__(**kwargs)
-        _common.setup_rnn_encoder_decoder(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size,
-                                          cell, num_layers, bidirectional, dropout)
+        rnn.setup_rnn_encoder_decoder(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size, cell,
+                                      num_layers, bidirectional, dropout)
         self.attention_name = attention
         self.attention_options = dict(attention_options or {})
-        self.input_feeding = _common.boolean("input_feeding", input_feeding)
+        self.input_feeding = boolean("input_feeding", input_feeding)
 
         dtype = self.dtype_policy
-        self.attention = _common.create_alignment_attention("luong", attention, self.attention_options)
+        self.attention = common.create_alignment_attention("luong", attention, self.attention_options, dtype)
         self.attentional = keras.layers.Dense(hidden_size, activation="tanh", use_bias=False, name="attentional",
                                               dtype=dtype)  # W_c; W_s is output_projection
-        self.positional_attention = _common.takes_positions(self.attention)
+        self.positional_attention = common.takes_positions(self.attention)
 
     def build(self, input_shape=None):
-        hidden = self.hidden_size
+        hidden, memory_dim = self.hidden_size, self.memory_dim  # equal: h_s and h_t are both H wide
         self.source_embedding.build((None, None))
         self.target_embedding.build((None,))
         for index, layer in enumerate(self.encoder_layers):
-            layer.build((None, None, self.embed_dim if index == 0 else hidden))
+            layer.build((None, None, self.embed_dim if index == 0 else memory_dim))
         for index, layer in enumerate(self.decoder_layers):
             bottom = self.embed_dim + (hidden if self.input_feeding else 0)
             layer.build((None, None, bottom if index == 0 else hidden))
-        query_shape, value_shape = (None, 1, hidden), (None, None, hidden)
+        query_shape, value_shape = (None, 1, hidden), (None, None, memory_dim)
         self.attention.build(query_shape, value_shape)
         context_dim = self.attention.compute_output_shape(query_shape, value_shape)[-1]
         self.attentional.build((None, context_dim + hidden))
@@ -101,10 +103,10 @@ class LuongSeq2Seq(Seq2SeqModel):
 
     # -- the decoder interface ------------------------------------------------------------------
     def encode(self, source, training=None):
-        mask = ops.not_equal(source, 0)
+        mask = rnn.source_mask(source)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
-        memory, finals = _common.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
-                                             self.layer_dropout, training=training)
+        memory, finals = rnn.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
+                                         self.layer_dropout, training=training)
         return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
                 "initial_states": tuple(state for layer in finals for state in layer)}
 
@@ -125,8 +127,8 @@ class LuongSeq2Seq(Seq2SeqModel):
         if self.input_feeding:
             inputs = ops.concatenate([inputs, state[-1]], axis=-1)
         cells = [layer.cell for layer in self.decoder_layers]
-        output, new_states = _common.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
-                                                training=training)  # h_t
+        output, new_states = rnn.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
+                                            training=training)  # h_t
         mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]
         position = {"position_offset": step} if self.positional_attention else {}
         context, weights = self.attention.attend(ops.expand_dims(output, 1), memory["memory"], memory["keys"],
@@ -135,7 +137,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         attentional = self.attentional(ops.concatenate([ops.squeeze(context, 1), output], axis=-1))  # h~_t
         logits = self.output_projection(self.output_dropout(attentional, training=training))
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
-        return logits, new_state, _common.attention_row(weights)
+        return logits, new_state, common.attention_row(weights)
 
     def teacher_forced(self, source, target_in, training=None):
         """Parallel in time without input feeding; the step loop of ``Seq2SeqModel`` with it."""
@@ -144,14 +146,14 @@ class LuongSeq2Seq(Seq2SeqModel):
         self.ensure_built()
         memory = self.encode(source, training=training)
         inputs = self.embedding_dropout(self.target_embedding(target_in), training=training)
-        outputs = _common.run_decoder(self.decoder_layers, inputs, memory["initial_states"], self.per_layer,
-                                      self.layer_dropout, training=training)  # h_t for all t: [B, Tt, H]
+        outputs = rnn.run_decoder(self.decoder_layers, inputs, memory["initial_states"], self.per_layer,
+                                  self.layer_dropout, training=training)  # h_t for all t: [B, Tt, H]
         # The layer's own call: local-m places query t at source position t (position_offset=0).
         context, weights = self.attention(outputs, memory["memory"], value_mask=memory["memory_mask"],
                                           return_attention_scores=True, training=training)
         attentional = self.attentional(ops.concatenate([context, outputs], axis=-1))
         logits = self.output_projection(self.output_dropout(attentional, training=training))
-        return logits, ops.cast(_common.head_mean(weights), "float32")
+        return logits, ops.cast(common.head_mean(weights), "float32")
 
     def get_config(self):
         config = super().get_config()

@@ -2,6 +2,7 @@
 
 import keras
 
+import zoo.attention
 from zoo.models.seq2seq_model import register_model
 
 
@@ -24,13 +25,12 @@ class NadarayaWatsonRegressor(keras.Model):
 
     def __init__(self, kernel="gaussian", bandwidth=1.0, parametric=True, **kwargs):
         super().__init__(**kwargs)
-        import zoo.attention
-
         self.kernel = kernel
         self.bandwidth = float(bandwidth)
         self.parametric = bool(parametric)
         self.pooling = zoo.attention.create("nadaraya_watson", kernel=kernel, bandwidth=bandwidth,
-                                            parametric=parametric, name="pooling")
+                                            parametric=parametric, name="pooling",
+                                            dtype=self.dtype_policy)
 
     def call(self, inputs):
         queries, keys, values = inputs

@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from zoo.models import _common
+from zoo.checks import boolean
+from zoo.models import rnn
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 
@@ -35,7 +36,9 @@ class PlainSeq2Seq(Seq2SeqModel):
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
         embed_dim: positive int, embedding size of both sides.
-        hidden_size: positive int ``H``, RNN size (even when ``bidirectional``).
+        hidden_size: positive int ``H``, the decoder RNN size. The encoder is sized so that the
+            context and its final states are ``H`` wide too: ``H`` units, or ``H // 2`` per
+            direction when ``bidirectional`` (then ``H`` must be even).
         cell: ``"gru"`` (Cho et al.) or ``"lstm"`` (Sutskever et al.).
         num_layers: positive int, stacked RNN layers in the encoder and in the decoder
             (Sutskever et al. use 4).
@@ -62,28 +65,28 @@ class PlainSeq2Seq(Seq2SeqModel):
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=128, cell="gru",
                  num_layers=1, bidirectional=False, reverse_source=False, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        _common.setup_rnn_encoder_decoder(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size,
-                                          cell, num_layers, bidirectional, dropout)
-        self.reverse_source = _common.boolean("reverse_source", reverse_source)
+        rnn.setup_rnn_encoder_decoder(self, source_vocab_size, target_vocab_size, embed_dim, hidden_size, cell,
+                                      num_layers, bidirectional, dropout)
+        self.reverse_source = boolean("reverse_source", reverse_source)
 
     def build(self, input_shape=None):
-        hidden = self.hidden_size
+        hidden, memory_dim = self.hidden_size, self.memory_dim  # equal: the context c is H wide
         self.source_embedding.build((None, None))
         self.target_embedding.build((None,))
         for index, layer in enumerate(self.encoder_layers):
-            layer.build((None, None, self.embed_dim if index == 0 else hidden))
+            layer.build((None, None, self.embed_dim if index == 0 else memory_dim))
         for index, layer in enumerate(self.decoder_layers):
-            layer.build((None, None, self.embed_dim + hidden if index == 0 else hidden))
+            layer.build((None, None, self.embed_dim + memory_dim if index == 0 else hidden))
         self.output_projection.build((None, hidden))
         self.built = True
 
     def encode(self, source, training=None):
-        mask = ops.not_equal(source, 0)
+        mask = rnn.source_mask(source)
         if self.reverse_source:
-            source = _common.reverse_padded(source, ops.sum(ops.cast(mask, "int32"), axis=1))
+            source = rnn.reverse_padded(source, ops.sum(ops.cast(mask, "int32"), axis=1))
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
-        _, finals = _common.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
-                                        self.layer_dropout, training=training)
+        _, finals = rnn.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
+                                    self.layer_dropout, training=training)
         return {"memory_mask": mask, "context": finals[-1][0],  # c: the top layer's final h
                 "initial_states": tuple(state for layer in finals for state in layer)}
 
@@ -95,8 +98,8 @@ class PlainSeq2Seq(Seq2SeqModel):
         embedded = self.embedding_dropout(self.target_embedding(token), training=training)
         inputs = ops.concatenate([embedded, memory["context"]], axis=-1)
         cells = [layer.cell for layer in self.decoder_layers]
-        output, new_state = _common.step_cells(cells, inputs, state, self.per_layer, self.layer_dropout,
-                                               training=training)
+        output, new_state = rnn.step_cells(cells, inputs, state, self.per_layer, self.layer_dropout,
+                                           training=training)
         logits = self.output_projection(self.output_dropout(output, training=training))
         return logits, new_state, self._no_attention(memory)
 
@@ -106,10 +109,10 @@ class PlainSeq2Seq(Seq2SeqModel):
         memory = self.encode(source, training=training)
         embedded = self.embedding_dropout(self.target_embedding(target_in), training=training)
         context = ops.broadcast_to(ops.expand_dims(memory["context"], 1),
-                                   (*ops.shape(embedded)[:2], self.hidden_size))
-        outputs = _common.run_decoder(self.decoder_layers, ops.concatenate([embedded, context], axis=-1),
-                                      memory["initial_states"], self.per_layer, self.layer_dropout,
-                                      training=training)
+                                   (*ops.shape(embedded)[:2], self.memory_dim))
+        outputs = rnn.run_decoder(self.decoder_layers, ops.concatenate([embedded, context], axis=-1),
+                                  memory["initial_states"], self.per_layer, self.layer_dropout,
+                                  training=training)
         logits = self.output_projection(self.output_dropout(outputs, training=training))
         attention = ops.zeros((ops.shape(target_in)[0], ops.shape(target_in)[1], ops.shape(source)[1]), "float32")
         return logits, attention

@@ -7,8 +7,10 @@ from keras import ops
 
 import zoo.attention as zoo_attention
 from zoo.attention.base_attention import causal_mask, masked_softmax
-from zoo.models import _common
+from zoo.checks import boolean, choice, positive_int
+from zoo.models.common import attention_row, rate
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
+from zoo.tokens import PAD_ID
 
 POSITIONS = ("sinusoidal", "learned", "rotary")
 ACTIVATIONS = ("relu", "gelu")
@@ -33,17 +35,17 @@ def _multi_head(attention, queries, keys, values, mask, training=None):
 class _Block(keras.layers.Layer):
     """Residual sublayer plumbing shared by the encoder and decoder layers (private)."""
 
-    def __init__(self, embed_dim, hidden_size, num_heads, dropout, attention_dropout, norm_first, activation,
+    def __init__(self, embed_dim, intermediate_dim, num_heads, dropout, attention_dropout, norm_first, activation,
                  rotary, **kwargs):
         super().__init__(**kwargs)
-        self.embed_dim, self.hidden_size, self.num_heads = embed_dim, hidden_size, num_heads
+        self.embed_dim, self.intermediate_dim, self.num_heads = embed_dim, intermediate_dim, num_heads
         self.norm_first, self.rotary = norm_first, rotary
         self.attention_dropout = attention_dropout
         dtype = self.dtype_policy
         self.self_attention = self.make_attention("self_attention")
         self.self_attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="self_attention_norm",
                                                                    dtype=dtype)
-        self.ffn_inner = keras.layers.Dense(hidden_size, activation=activation, name="ffn_inner", dtype=dtype)
+        self.ffn_inner = keras.layers.Dense(intermediate_dim, activation=activation, name="ffn_inner", dtype=dtype)
         self.ffn_outer = keras.layers.Dense(embed_dim, name="ffn_outer", dtype=dtype)
         self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", dtype=dtype)
         self.residual_dropout = keras.layers.Dropout(dropout, name="residual_dropout", dtype=dtype)
@@ -58,7 +60,7 @@ class _Block(keras.layers.Layer):
         self.self_attention.build(shape, shape)
         self.self_attention_norm.build(shape)
         self.ffn_inner.build(shape)
-        self.ffn_outer.build((None, None, self.hidden_size))
+        self.ffn_outer.build((None, None, self.intermediate_dim))
         self.ffn_norm.build(shape)
         if self.rope is not None:
             self.rope.build((None, None, self.num_heads, self.embed_dim // self.num_heads))
@@ -193,7 +195,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes (id 0 = padding).
         embed_dim: positive int ``d_model``, divisible by ``num_heads``.
-        hidden_size: positive int ``d_ff``, the inner size of the FFN.
+        intermediate_dim: positive int ``d_ff``, the inner size of the FFN (keras-hub's name;
+            called ``hidden_size`` before: ``.keras`` files saved with that name still load).
         num_layers: positive int ``N``, layers in the encoder and in the decoder.
         num_heads: positive int ``h``.
         dropout: float in [0, 1), on embeddings+positions and on every sublayer output
@@ -211,7 +214,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
     Example:
         >>> import numpy as np
-        >>> model = TransformerSeq2Seq(13, 11, embed_dim=8, hidden_size=16, num_heads=2)
+        >>> model = TransformerSeq2Seq(13, 11, embed_dim=8, intermediate_dim=16, num_heads=2)
         >>> maps = model.attention_maps((np.array([[5, 6, 3, 0]]), np.array([[2, 5, 6]])))
         >>> [tuple(m.shape) for m in maps["cross"]]
         [(1, 2, 3, 4), (1, 2, 3, 4)]
@@ -223,24 +226,28 @@ class TransformerSeq2Seq(Seq2SeqModel):
         Su et al. RoFormer: Enhanced Transformer with Rotary Position Embedding. 2021.
     """
 
-    def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, hidden_size=256, num_layers=2,
+    def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, intermediate_dim=256, num_layers=2,
                  num_heads=4, dropout=0.1, attention_dropout=0.0, positions="rotary", max_length=256,
                  norm_first=False, share_embeddings=False, tie_output=False, activation="relu", **kwargs):
+        if "hidden_size" in kwargs:
+            raise ValueError("TransformerSeq2Seq has no argument `hidden_size`: the feed-forward size is "
+                             "`intermediate_dim` (model.intermediate_dim in a config; renamed from hidden_size). "
+                             f"Received: hidden_size={kwargs['hidden_size']!r}")
         super().__init__(**kwargs)
-        self.source_vocab_size = _common.positive_int("source_vocab_size", source_vocab_size)
-        self.target_vocab_size = _common.positive_int("target_vocab_size", target_vocab_size)
-        self.embed_dim = _common.positive_int("embed_dim", embed_dim)
-        self.hidden_size = _common.positive_int("hidden_size", hidden_size)
-        self.num_layers = _common.positive_int("num_layers", num_layers)
-        self.num_heads = _common.positive_int("num_heads", num_heads)
-        self.dropout = _common.rate("dropout", dropout)
-        self.attention_dropout = _common.rate("attention_dropout", attention_dropout)
-        self.positions = _common.choice("positions", positions, POSITIONS)
-        self.max_length = _common.positive_int("max_length", max_length)
-        self.norm_first = _common.boolean("norm_first", norm_first)
-        self.share_embeddings = _common.boolean("share_embeddings", share_embeddings)
-        self.tie_output = _common.boolean("tie_output", tie_output)
-        self.activation = _common.choice("activation", activation, ACTIVATIONS)
+        self.source_vocab_size = positive_int("source_vocab_size", source_vocab_size)
+        self.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
+        self.embed_dim = positive_int("embed_dim", embed_dim)
+        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
+        self.num_layers = positive_int("num_layers", num_layers)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.dropout = rate("dropout", dropout)
+        self.attention_dropout = rate("attention_dropout", attention_dropout)
+        self.positions = choice("positions", positions, POSITIONS)
+        self.max_length = positive_int("max_length", max_length)
+        self.norm_first = boolean("norm_first", norm_first)
+        self.share_embeddings = boolean("share_embeddings", share_embeddings)
+        self.tie_output = boolean("tie_output", tie_output)
+        self.activation = choice("activation", activation, ACTIVATIONS)
         if embed_dim % num_heads:
             raise ValueError("Received an invalid value for argument `embed_dim`, expected a multiple of "
                              f"num_heads={num_heads} (d_k = embed_dim / num_heads). Received: embed_dim={embed_dim}")
@@ -273,7 +280,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
         self.source_positions, self.target_positions = position_layer("source"), position_layer("target")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
-        block = dict(embed_dim=embed_dim, hidden_size=hidden_size, num_heads=num_heads, dropout=self.dropout,
+        block = dict(embed_dim=embed_dim, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=self.dropout,
                      attention_dropout=self.attention_dropout, norm_first=self.norm_first,
                      activation=self.activation, rotary=self.positions == "rotary", dtype=dtype)
         self.encoder_layers = [_EncoderLayer(name=f"encoder_{i}", **block) for i in range(num_layers)]
@@ -283,6 +290,13 @@ class TransformerSeq2Seq(Seq2SeqModel):
             self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm", dtype=dtype)
         if not self.tie_output:
             self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "hidden_size" in config:  # a .keras file saved before the rename to intermediate_dim
+            config["intermediate_dim"] = config.pop("hidden_size")
+        return super().from_config(config)
 
     def build(self, input_shape=None):
         shape = (None, None, self.embed_dim)
@@ -320,7 +334,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return self.output_projection(y)
 
     def _encode(self, source, training=None):
-        mask = ops.not_equal(source, 0)
+        mask = ops.not_equal(source, PAD_ID)
         x = self._embed(self.source_embedding, self.source_positions, source, training=training)
         attention_mask = ops.expand_dims(mask, 1)  # [B, 1, Ts]: keys only
         maps = []
@@ -372,7 +386,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 memory["cross_values"][index], cross_mask, training=training)
             new_caches.extend([keys, values])
         logits = ops.squeeze(self._logits(y), 1)
-        return logits, (step + 1, *new_caches), _common.attention_row(cross_weights)
+        return logits, (step + 1, *new_caches), attention_row(cross_weights)
 
     def teacher_forced(self, source, target_in, training=None):
         """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
@@ -400,7 +414,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         config = super().get_config()
         config.update({
             "source_vocab_size": self.source_vocab_size, "target_vocab_size": self.target_vocab_size,
-            "embed_dim": self.embed_dim, "hidden_size": self.hidden_size, "num_layers": self.num_layers,
+            "embed_dim": self.embed_dim, "intermediate_dim": self.intermediate_dim, "num_layers": self.num_layers,
             "num_heads": self.num_heads, "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "positions": self.positions, "max_length": self.max_length, "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings, "tie_output": self.tie_output,

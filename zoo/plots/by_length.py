@@ -9,8 +9,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-LABELS = {"exact_match": "exact match", "token_accuracy": "token accuracy", "bleu": "BLEU", "chrf": "chrF"}
-PERCENT = ("bleu", "chrf")  # sacreBLEU's 0-100 scores; the others are 0-1
+import zoo.metrics  # noqa: E402
+
+
+def _label_and_scale(metric: str):
+    """The axis label and the top of the scale (1 or 100) of a registered metric; the name and 1 otherwise."""
+    spec = zoo.metrics.lookup(metric)
+    return (spec.label, spec.scale) if spec is not None else (metric, 1)
 
 
 def metric_by_length(series: Dict[str, List[Dict[str, object]]], path: str,
@@ -18,9 +23,11 @@ def metric_by_length(series: Dict[str, List[Dict[str, object]]], path: str,
                      footnote: str = "") -> str:
     """Saves a figure of ``metrics`` (one panel each) against source length for every series.
 
-    ``series`` maps a label (a model) to the rows of ``zoo.evaluation.by_length.by_length``;
-    x is the middle of each length bin. Metrics no series has a value for are left out; the
-    last panel also shows the examples per bin of the first series. Returns ``path``.
+    ``series`` maps a label (a model) to rows of scores by source length (``min_length``,
+    ``max_length``, ``count`` and a value per metric, as ``zoo.evaluation.by_length`` makes them);
+    x is the middle of each length bin; axis labels and ranges come from ``zoo.metrics``. Metrics
+    no series has a value for are left out; the last panel also shows the examples per bin of the
+    first series. Returns ``path``.
     """
     metrics = [m for m in metrics if any(r.get(m) is not None for rows in series.values() for r in rows)]
     metrics = metrics or ["exact_match"]
@@ -30,9 +37,10 @@ def metric_by_length(series: Dict[str, List[Dict[str, object]]], path: str,
             points = [((r["min_length"] + r["max_length"]) / 2, r[metric]) for r in rows if r.get(metric) is not None]
             if points:
                 ax.plot([x for x, _ in points], [y for _, y in points], "o-", markersize=4, label=label)
+        axis_label, scale = _label_and_scale(metric)
         ax.set_xlabel("source length (tokens)")
-        ax.set_ylabel(LABELS.get(metric, metric))
-        ax.set_ylim(-0.03 * (100 if metric in PERCENT else 1), 1.03 * (100 if metric in PERCENT else 1))
+        ax.set_ylabel(axis_label)
+        ax.set_ylim(-0.03 * scale, 1.03 * scale)
         ax.grid(alpha=0.3)
     first = next(iter(series.values()), [])
     if first:

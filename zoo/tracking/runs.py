@@ -1,4 +1,4 @@
-"""The MLflow run contract (see DESIGN.md): one place that starts, fills and ends runs."""
+"""The MLflow run contract (docs/design.md): one place that starts, fills and ends runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""``train(cfg) -> metrics``: data -> model -> fit -> test -> export -> MLflow."""
+"""``train(cfg) -> metrics``: data -> model -> fit -> score -> export, inside an MLflow run (log)."""
 
+from zoo.training.fit import NonFiniteLoss
 from zoo.training.job import train
+from zoo.training.signals import Interrupted
 
-__all__ = ["train"]
+__all__ = ["Interrupted", "NonFiniteLoss", "train"]

@@ -4,6 +4,18 @@ import keras
 from keras import ops
 
 
+def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
+    """Per-token cross-entropy from logits (float32 whatever the logits' dtype) and the mask of
+    real tokens (1.0, padding 0.0), both ``[B, T]``. ``MaskedCrossEntropy`` and the training
+    loop's global-batch loss are built from these two."""
+    y_true = ops.cast(y_true, "int32")
+    logp = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+    nll = -ops.take_along_axis(logp, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
+    if label_smoothing > 0:
+        nll = (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(logp, axis=-1)
+    return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class MaskedCrossEntropy(keras.losses.Loss):
     """Token cross-entropy from logits, ignoring padding (id 0), with optional label smoothing.
@@ -20,12 +32,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
         self.pad_id = int(pad_id)
 
     def call(self, y_true, y_pred):
-        y_true = ops.cast(y_true, "int32")
-        logp = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        nll = -ops.take_along_axis(logp, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
-        if self.label_smoothing > 0:
-            nll = (1.0 - self.label_smoothing) * nll - self.label_smoothing * ops.mean(logp, axis=-1)
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), nll.dtype)
+        nll, mask = token_losses(y_true, y_pred, self.label_smoothing, self.pad_id)
         # With reduction="sum" this is the mean over the batch's real tokens.
         return nll * mask / ops.maximum(ops.sum(mask), 1.0)
 

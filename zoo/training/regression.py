@@ -33,7 +33,7 @@ def train_regression(cfg: DictConfig) -> Dict[str, float]:
     from zoo.data.kernel_regression import generate
     from zoo.plots.regression import regression_attention, regression_fits
     from zoo.tracking import log_config, mlflow_run, resolve_tracking_uri, ui_command
-    from zoo.training.job import make_optimizer
+    from zoo.training.model import make_optimizer
 
     keras.utils.set_random_seed(int(cfg.seed))
     data = generate(n_train=int(cfg.data.n_train), noise=float(cfg.data.noise), x_max=float(cfg.data.x_max),

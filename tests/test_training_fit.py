@@ -1,0 +1,107 @@
+"""Stage ``fit``: the custom loop trains as Keras ``fit`` did (same losses on the same batches, same
+weights), traces once for bucketed batches, stops early with the best weights, and refuses a
+non-finite loss."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import compose
+
+SMALL = ["debug=smoke", "data.train_size=96", "data.val_size=16", "trainer.batch_size=16",
+         "trainer.steps_per_epoch=null", "trainer.epochs=2", "trainer.early_stopping_patience=0",
+         "trainer.bucket_boundaries=[14,18]"]
+
+
+def setup(overrides):
+    from zoo.training.data import load_data
+    from zoo.training.model import build
+    from zoo.training.runtime import setup as runtime_setup
+
+    cfg = compose(overrides)
+    runtime = runtime_setup(cfg.trainer, int(cfg.seed))
+    data = load_data(cfg, runtime.replicas)
+    model, optimizer = build(cfg, data.task, runtime)
+    return cfg, runtime, data, model, optimizer
+
+
+def run_loop(cfg, runtime, data, model, optimizer, **kwargs):
+    from zoo.training.fit import fit
+    from zoo.training.signals import StopRequest
+
+    logged = []
+    result = fit(model, optimizer, data, runtime, cfg.trainer, metric="exact_match", val_metrics=lambda: {},
+                 on_epoch=lambda record, epoch: logged.append((epoch, record)), stop=StopRequest(), **kwargs)
+    return result, logged
+
+
+def test_the_loop_gives_keras_fits_losses_and_weights_on_the_same_batches():
+    import keras
+    import tensorflow as tf
+
+    from zoo.training.losses import MaskedCrossEntropy
+    from zoo.training.model import make_optimizer
+
+    cfg, runtime, data, model, optimizer = setup(SMALL)
+    initial = model.get_weights()
+    result, logged = run_loop(cfg, runtime, data, model, optimizer)
+    assert [epoch for epoch, _ in logged] == [1, 2]
+    assert result.traces == 1  # bucketed batches of several shapes, one trace
+
+    cfg, runtime, data, reference, _ = setup(SMALL)
+    reference.set_weights(initial)
+    reference.compile(optimizer=make_optimizer(cfg.optimizer, clipnorm=cfg.trainer.clipnorm),
+                      loss=MaskedCrossEntropy())
+    losses, val_losses = [], []
+    for epoch in (1, 2):  # the loop's batches: epoch e shuffled with seed + 1000 (e - 1)
+        # With a known length: on a bucketed dataset of unknown length, fit runs a step past the end,
+        # which still advances the optimizer's iteration count (Adam's bias correction) by one.
+        count = sum(1 for _ in data.train_batches(epoch))
+        batches = data.train_batches(epoch).apply(tf.data.experimental.assert_cardinality(count))
+        history = reference.fit(batches, validation_data=data.val_batches(), epochs=1, verbose=0, shuffle=False)
+        losses.append(history.history["loss"][0])
+        val_losses.append(history.history["val_loss"][0])
+    assert [r["train_loss"] for _, r in logged] == pytest.approx(losses, rel=1e-5)
+    assert [r["val_loss"] for _, r in logged] == pytest.approx(val_losses, rel=1e-5)
+    assert int(optimizer.iterations.numpy()) == int(reference.optimizer.iterations.numpy()) == result.state.global_step
+    for got, want in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_early_stopping_restores_the_best_epochs_weights():
+    cfg, runtime, data, model, optimizer = setup([*SMALL[:-2], "trainer.epochs=6", "trainer.early_stopping_patience=1",
+                                                  "trainer.early_stopping_min_delta=100.0"])
+    result, logged = run_loop(cfg, runtime, data, model, optimizer)
+    # No decrease of 100 ever counts: epoch 1 stays the best, patience 1 stops after epoch 2.
+    assert len(logged) == 2 and result.state.stopped == "early_stopping" and result.state.best_epoch == 0
+
+
+def test_a_non_finite_loss_stops_with_the_step_and_advice():
+    from zoo.training.fit import NonFiniteLoss
+
+    cfg, runtime, data, model, optimizer = setup([*SMALL, "optimizer=sgd", "optimizer.learning_rate=1e12",
+                                                  "trainer.clipnorm=null"])
+    with pytest.raises(NonFiniteLoss, match=r"at step \d+ \(epoch \d\).*optimizer.learning_rate.*"
+                                            r"trainer.precision=float32.*trainer.clipnorm"):
+        run_loop(cfg, runtime, data, model, optimizer)
+
+
+def test_a_loop_state_resumed_mid_epoch_ends_like_an_uninterrupted_one(tmp_path):
+    from zoo.training import checkpoint
+    from zoo.training.fit import LoopState
+
+    overrides = [*SMALL, "trainer.checkpoint_every_steps=2", "trainer.keep_checkpoints=100"]
+    cfg, runtime, data, model, optimizer = setup(overrides)
+    straight, _ = run_loop(cfg, runtime, data, model, optimizer, checkpoint_dir=str(tmp_path))
+    weights = model.get_weights()
+    middle = [p for p in checkpoint.checkpoints(tmp_path)
+              if json.loads((p / "state.json").read_text())["step_in_epoch"] > 0]
+    assert middle, "a checkpoint inside an epoch"
+    cfg, runtime, data, model, optimizer = setup(overrides)
+    saved, best = checkpoint.load(middle[0], model, optimizer)
+    resumed, logged = run_loop(cfg, runtime, data, model, optimizer, state=LoopState(**saved), best_weights=best)
+    assert [r["train_loss"] for r in resumed.state.history] == [r["train_loss"] for r in straight.state.history]
+    for got, want in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)

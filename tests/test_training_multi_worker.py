@@ -1,0 +1,100 @@
+"""Two workers on 127.0.0.1 with MultiWorkerMirroredStrategy (real processes, TF_CONFIG): the
+same weights on both, the losses of one worker with the same global batch, one MLflow run
+(the chief's), and a SavedModel that translates."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import mlflow
+import pytest
+
+from zoo import catalog
+
+from conftest import ROOT, run_python
+
+pytestmark = pytest.mark.slow
+
+MODELS = catalog.models("seq2seq")  # every registered sequence-to-sequence model
+# Tiny sizes; dropout off: each worker draws its own masks, so only then are the losses those of one worker.
+RNN = ["model.embed_dim=8", "model.hidden_size=8"]
+TINY = {"bahdanau": RNN, "seq2seq": RNN, "luong": [*RNN, "model.dropout=0.0"],
+        "transformer": ["model.embed_dim=8", "model.intermediate_dim=16", "model.num_layers=1", "model.num_heads=2",
+                        "model.dropout=0.0"]}
+
+
+def test_every_seq2seq_model_has_tiny_sizes_here():
+    assert sorted(TINY) == MODELS
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def overrides(model, strategy):
+    return [f"model={model}", *TINY[model], "data.val_size=16", "data.test_size=16", "trainer.verbose=0",
+            "trainer.batch_size=16", "trainer.epochs=2",
+            "trainer.steps_per_epoch=3", "data.train_size=96", f"trainer.strategy={strategy}",
+            "trainer.bucket_boundaries=[100]",  # one bucket: no partial batch among the first steps
+            "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
+
+
+def losses(uri):
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return client, runs
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path):
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=uri)
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides(model, "multi_worker")],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                                  "task": {"type": "worker", "index": i}})))
+             for i in range(2)]
+    # The single-worker reference trains at the same time (three processes, one wait).
+    single = tmp_path / "single"
+    single.mkdir()
+    reference = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides(model, "default")], cwd=single,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(env, MLFLOW_TRACKING_URI=f"sqlite:///{single / 'mlflow.db'}"))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (_, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    digests = [re.search(r"weights sha256 (\w+)", out).group(1) for out, _ in outputs]
+    assert digests[0] == digests[1]
+
+    client, runs = losses(uri)
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"  # the chief's only
+    run_id = runs[0].info.run_id
+    assert not (tmp_path / "checkpoints" / run_id).exists()  # finished: removed
+
+    _, reference_err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, reference_err[-3000:]
+    single_client, (single_run,) = losses(f"sqlite:///{single / 'mlflow.db'}")
+    for key in ("train_loss", "val_loss"):
+        two = [m.value for m in client.get_metric_history(run_id, key)]
+        one = [m.value for m in single_client.get_metric_history(single_run.info.run_id, key)]
+        assert two == pytest.approx(one, rel=1e-4), key
+
+    saved = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="saved_model",
+                                                dst_path=str(tmp_path / "artifacts"), tracking_uri=uri)
+    code = ("import tensorflow as tf, tensorflow_text, sys; m = tf.saved_model.load(sys.argv[1]); "
+            "out = m.translate(tf.constant(['9 may 2018', ''])); "
+            "print(out['text'].shape, out['attention'].dtype.name)")
+    result = run_python(["-c", code, saved])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(2,) float32" in result.stdout

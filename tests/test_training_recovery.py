@@ -1,0 +1,137 @@
+"""Nothing lost: real ``python train.py`` subprocesses killed (SIGKILL, SIGTERM) and resumed into
+the same MLflow run, and a diverging run stopped cleanly. Each trains a tiny model for seconds."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+# Three short epochs of about 60 steps each, checkpointing every 10 steps.
+TINY = ["debug=smoke", "data.train_size=960", "data.val_size=32", "data.test_size=64", "trainer.epochs=3",
+        "trainer.steps_per_epoch=null", "trainer.batch_size=16", "trainer.early_stopping_patience=0",
+        "trainer.checkpoint_every_steps=10", "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
+
+
+def start(workdir: Path, overrides):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=f"sqlite:///{workdir / 'mlflow.db'}")
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides], cwd=workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def runs(workdir: Path):
+    client = mlflow.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return client, client.search_runs(experiments)
+
+
+def wait_for_checkpoint_in_epoch(workdir: Path, epoch: int, proc, timeout=300):
+    """Waits until a checkpoint written inside ``epoch`` (1-based) exists; returns its state."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for state_file in workdir.glob("checkpoints/*/ckpt-*/state.json"):
+            try:
+                state = json.loads(state_file.read_text())
+            except (OSError, ValueError):
+                continue  # renamed away by the pruning
+            if state["epoch"] == epoch - 1 and state["step_in_epoch"] > 0:
+                return state
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended before epoch {epoch}: {proc.stderr.read()[-3000:]}")
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint inside epoch {epoch} after {timeout} s")
+
+
+def history(client, run_id, key):
+    return [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
+
+
+def test_sigkill_in_epoch_2_then_resume_by_run_id_equals_an_uninterrupted_run(tmp_path):
+    straight_dir, killed_dir = tmp_path / "straight", tmp_path / "killed"
+    straight_dir.mkdir(), killed_dir.mkdir()
+    code, out, err = finish(start(straight_dir, TINY))
+    assert code == 0, err[-3000:]
+
+    proc = start(killed_dir, TINY)
+    wait_for_checkpoint_in_epoch(killed_dir, 2, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    client, found = runs(killed_dir)
+    assert len(found) == 1 and found[0].info.status == "RUNNING"  # SIGKILL leaves no chance to say more
+    run_id = found[0].info.run_id
+    assert [step for step, _ in history(client, run_id, "train_loss")] == [1], "killed during epoch 2"
+
+    code, out, err = finish(start(killed_dir, [*TINY, f"trainer.resume={run_id}"]))
+    assert code == 0, err[-3000:]
+    client, found = runs(killed_dir)
+    assert [r.info.run_id for r in found] == [run_id]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    _, (straight,) = runs(straight_dir)
+    straight_client = mlflow.MlflowClient(f"sqlite:///{straight_dir / 'mlflow.db'}")
+    for key in ("train_loss", "val_loss", "val_exact_match", "train_tokens_per_sec", "epoch_seconds"):
+        assert [s for s, _ in history(client, run_id, key)] == [1, 2, 3], key  # each epoch exactly once
+    for key in ("train_loss", "val_loss"):  # same seed, same batches, same weights: equal on this CPU
+        resumed = [v for _, v in history(client, run_id, key)]
+        assert resumed == pytest.approx([v for _, v in history(straight_client, straight.info.run_id, key)],
+                                        rel=1e-5), key
+    metrics = run.data.metrics
+    assert metrics["test_exact_match"] == pytest.approx(straight.data.metrics["test_exact_match"], abs=0.002)
+    assert metrics["epochs_trained"] == 3
+    assert run.data.tags["zoo.resumes"] == "1"
+    assert not list((killed_dir / "checkpoints").glob(f"{run_id}/ckpt-*"))  # FINISHED: nothing left to resume
+
+
+def test_sigterm_checkpoints_marks_killed_and_prints_a_resume_command_that_works(tmp_path):
+    proc = start(tmp_path, TINY)
+    wait_for_checkpoint_in_epoch(tmp_path, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc)
+    assert code == 128 + signal.SIGTERM, err[-3000:]
+    client, (run,) = runs(tmp_path)
+    assert run.info.status == "KILLED"
+    assert "SIGTERM" in run.data.tags["zoo.stopped"]
+    assert list((tmp_path / "checkpoints" / run.info.run_id).glob("ckpt-*/weights.npz"))
+    match = re.search(r"Resume with: (python train\.py .*)$", err, re.MULTILINE)
+    assert match, err[-3000:]
+    command = shlex.split(match.group(1))
+    assert command[-1] == f"trainer.resume={run.info.run_id}"
+
+    code, out, err = finish(start(tmp_path, command[2:]))
+    assert code == 0, err[-3000:]
+    client, found = runs(tmp_path)
+    assert [r.info.run_id for r in found] == [run.info.run_id]
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"
+    assert [s for s, _ in history(client, run.info.run_id, "train_loss")] == [1, 2, 3]
+
+    # A FINISHED run is not resumed: one line, exit code 2.
+    code, out, err = finish(start(tmp_path, command[2:]))
+    assert code == 2 and "is FINISHED" in err and len(err.strip().splitlines()) == 1, err[-3000:]
+
+
+def test_a_diverging_run_stops_with_advice_and_exports_nothing(tmp_path):
+    code, out, err = finish(start(tmp_path, [*TINY, "optimizer=sgd", "optimizer.learning_rate=1e12",
+                                             "trainer.clipnorm=null"]))
+    assert code == 1, err[-3000:]
+    assert re.search(r"The training loss is (nan|inf|-inf) at step \d+ \(epoch \d\)", err), err[-3000:]
+    for advice in ("optimizer.learning_rate", "trainer.precision=float32", "trainer.clipnorm"):
+        assert advice in err
+    client, (run,) = runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["zoo.error"].startswith("NonFiniteLoss")
+    assert not [a.path for a in client.list_artifacts(run.info.run_id) if a.path == "saved_model"]

@@ -1,0 +1,73 @@
+"""What a config may name, known without importing TensorFlow: the allowed-value lists.
+
+The open registries (models, attention layers, datasets, tokenizers) are keyed by file: a model or
+attention or dataset is named by its ``conf/<group>/<name>.yaml``, a tokenizer by its module
+``zoo/data/tokenizers/<name>.py``. Listing files costs milliseconds, so the config validator
+(``zoo.config``) answers a bad command line before TensorFlow starts; tests check that each list
+equals its live registry (``zoo.models.names()``, ``zoo.attention.names()``, ...).
+
+The closed choices (decoding strategies, optimizers, learning-rate decays) live here and only
+here; the code that implements them imports them from this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import pkgutil
+from pathlib import Path
+from typing import List, Optional
+
+import yaml
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+CONF_DIR = PACKAGE_DIR.parent / "conf"
+
+DECODING_STRATEGIES = ("greedy", "beam", "sample")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+LR_DECAYS = ("none", "inverse_sqrt")
+
+
+def options(group: str) -> List[str]:
+    """The choices of a config group: the stems of ``conf/<group>/*.yaml``."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _yaml(group: str, name: str) -> dict:
+    with open(CONF_DIR / group / f"{name}.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
+
+
+def attentions(kind: Optional[str] = None) -> List[str]:
+    """Attention names; ``kind="alignment"`` gives the ones an RNN decoder accepts (``kind:`` in their YAML)."""
+    return [n for n in options("attention") if kind is None or _yaml("attention", n).get("kind") == kind]
+
+
+def attention_kind(name: str) -> Optional[str]:
+    """The ``kind`` an attention's YAML declares (``alignment``, ``self``, ``position``, ...)."""
+    return _yaml("attention", name).get("kind") if name in options("attention") else None
+
+
+def models(task: Optional[str] = None) -> List[str]:
+    """Model names; ``task="seq2seq"`` or ``"regression"`` keeps the models of that task."""
+    return [n for n in options("model") if task is None or _yaml("model", n).get("task", "seq2seq") == task]
+
+
+def model_has_attention(name: str) -> bool:
+    """True for the models whose attention is chosen with ``model.attention=<name>``."""
+    return "attention" in _yaml("model", name)
+
+
+def model_task(name: str) -> str:
+    return _yaml("model", name).get("task", "seq2seq")
+
+
+def datasets() -> List[str]:
+    """Dataset names: the stems of ``conf/data/*.yaml``."""
+    return options("data")
+
+
+def tokenizers() -> List[str]:
+    """Tokenizer names: the public modules of ``zoo/data/tokenizers/`` (one tokenizer per file)."""
+    directory = PACKAGE_DIR / "data" / "tokenizers"
+    return sorted(m.name for m in pkgutil.iter_modules([str(directory)]) if not m.name.startswith("_"))

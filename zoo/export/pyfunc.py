@@ -1,0 +1,26 @@
+"""The MLflow pyfunc flavor of a run: ``model/`` serves the run's SavedModel.
+
+``zoo/export/pyfunc_model.py`` is the code MLflow stores and runs when it serves the model;
+this module logs it (with the SavedModel as its artifact) to the active run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+PYFUNC_REQUIREMENTS = ["tensorflow==2.21.0", "tensorflow-text==2.21.1", "mlflow==3.17.2", "pandas"]
+SERVED_CODE = Path(__file__).resolve().parent / "pyfunc_model.py"
+
+
+def log_pyfunc(saved_dir: str) -> None:
+    """Logs ``model/``: a pyfunc that serves the SavedModel (DataFrame ``source`` -> translations)."""
+    import mlflow
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    signature = infer_signature(pd.DataFrame({"source": ["9 may 2018"]}), pd.Series(["2018-05-09"], name="translation"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # MLflow's hints about type hints and input examples
+        mlflow.pyfunc.log_model(name="model", python_model=str(SERVED_CODE), artifacts={"saved_model": saved_dir},
+                                pip_requirements=PYFUNC_REQUIREMENTS, signature=signature)
