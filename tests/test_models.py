@@ -340,3 +340,18 @@ def test_seq2seq_reverse_source_reverses_within_the_length():
 def test_invalid_arguments_fail_early_with_a_clear_message(name, options, message):
     with pytest.raises(ValueError, match=message):
         make(name, **options)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_masks_hold_in_mixed_precision(name, policy):
+    """trainer.precision=mixed_*: padding still gets exactly 0 attention and the logits stay finite
+    (the masks use a big negative that float16 can hold, not -1e9)."""
+    model = make(name, dtype=policy)
+    logits = keras.ops.convert_to_numpy(keras.ops.cast(model((SOURCE, TARGET_IN)), "float32"))
+    assert np.all(np.isfinite(logits))
+    weights = keras.ops.convert_to_numpy(keras.ops.cast(model.attention_weights((SOURCE, TARGET_IN)), "float32"))
+    pad = np.broadcast_to((SOURCE == 0)[:, None, :], weights.shape)
+    assert np.all(weights[pad] == 0.0)
+    if getattr(model, "has_attention", True):
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=2e-2)

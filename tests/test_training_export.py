@@ -4,7 +4,7 @@ the export (never from non-finite weights)."""
 import numpy as np
 import pytest
 
-from conftest import compose
+from conftest import ROOT, compose
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,16 @@ def test_export_writes_the_saved_model_and_vocabularies_and_refuses_nan(trained,
     finally:
         model.set_weights(weights)
     assert not (tmp_path / "nan" / "saved_model").exists()
+
+
+def test_the_served_model_requires_the_pinned_versions():
+    from zoo.export.pyfunc import pyfunc_requirements
+
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        name, sep, pinned = line.partition("==")
+        if sep:
+            pins[name.strip()] = pinned.strip()
+    for requirement in pyfunc_requirements():
+        name, _, installed = requirement.partition("==")
+        assert pins[name] == installed, f"{name}: installed {installed}, requirements.txt pins {pins[name]}"

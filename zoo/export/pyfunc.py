@@ -9,7 +9,17 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-PYFUNC_REQUIREMENTS = ["tensorflow==2.21.0", "tensorflow-text==2.21.1", "mlflow==3.17.2", "pandas"]
+SERVED_WITH = ("tensorflow", "tensorflow-text", "mlflow", "pandas")  # what pyfunc_model.py imports
+
+
+def pyfunc_requirements() -> list:
+    """The served model's pip requirements: the versions this run has installed (requirements.txt
+    pins them; no second list of versions to keep in step)."""
+    from importlib.metadata import version
+
+    return [f"{name}=={version(name)}" for name in SERVED_WITH]
+
+
 SERVED_CODE = Path(__file__).resolve().parent / "pyfunc_model.py"
 
 
@@ -23,4 +33,4 @@ def log_pyfunc(saved_dir: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # MLflow's hints about type hints and input examples
         mlflow.pyfunc.log_model(name="model", python_model=str(SERVED_CODE), artifacts={"saved_model": saved_dir},
-                                pip_requirements=PYFUNC_REQUIREMENTS, signature=signature)
+                                pip_requirements=pyfunc_requirements(), signature=signature)
