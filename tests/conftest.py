@@ -38,3 +38,17 @@ def run_python(args, cwd=None, env_extra=None, timeout=600):
     env.update(env_extra or {})
     return subprocess.run([sys.executable, *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+@pytest.fixture
+def mismatch():
+    """A throwaway by-length metric registered for one test: the percentage of wrong hypotheses."""
+    import zoo.metrics
+
+    @zoo.metrics.register("mismatch", scale=100, higher_is_better=False, label="mismatch %", by_length=True)
+    def score(hypotheses, references, **inputs):
+        return 100.0 * sum(h != r for h, r in zip(hypotheses, references)) / max(1, len(references))
+
+    yield zoo.metrics.get("mismatch")
+    zoo.metrics.unregister("mismatch")
+    assert "mismatch" not in zoo.metrics.names()

@@ -41,20 +41,6 @@ def test_mismatched_inputs_are_refused():
         by_length([1, 2], ["a"], ["a"])
 
 
-@pytest.fixture
-def mismatch():
-    """A throwaway by-length metric registered for one test: the percentage of wrong hypotheses."""
-    import zoo.metrics
-
-    @zoo.metrics.register("mismatch", scale=100, higher_is_better=False, label="mismatch %", by_length=True)
-    def score(hypotheses, references, **inputs):
-        return 100.0 * sum(h != r for h, r in zip(hypotheses, references)) / max(1, len(references))
-
-    yield zoo.metrics.get("mismatch")
-    zoo.metrics.unregister("mismatch")
-    assert "mismatch" not in zoo.metrics.names()
-
-
 def test_a_registered_metric_becomes_a_column_and_a_panel(mismatch, tmp_path):
     from zoo.evaluation.by_length import columns
     from zoo.evaluation.report import by_length_panels

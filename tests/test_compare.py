@@ -103,19 +103,6 @@ def test_training_runs_log_scores_by_length_that_compare_reads(mlflow_store):
     assert set(mlflow.get_run(result["run_id"]).data.tags["zoo.compared_runs"].split(",")) == set(runs)
 
 
-@pytest.fixture
-def mismatch():
-    """A throwaway by-length metric registered for one test: the percentage of wrong hypotheses."""
-    import zoo.metrics
-
-    @zoo.metrics.register("mismatch", scale=100, higher_is_better=False, label="mismatch %", by_length=True)
-    def score(hypotheses, references, **inputs):
-        return 100.0 * sum(h != r for h, r in zip(hypotheses, references)) / max(1, len(references))
-
-    yield zoo.metrics.get("mismatch")
-    zoo.metrics.unregister("mismatch")
-
-
 def test_a_registered_metric_is_compared_formatted_and_ranked_by_the_registry(mlflow_store, tmp_path, mismatch):
     import mlflow
 

@@ -98,14 +98,9 @@ def log_metrics(metrics: Dict[str, float]) -> None:
 
 def log_files(paths) -> None:
     """Files at the root of the run's artifacts, directories under their own name."""
-    import mlflow
+    from zoo.tracking import log_files as log
 
-    for path in paths:
-        path = str(path)
-        if os.path.isdir(path):
-            mlflow.log_artifacts(path, os.path.basename(os.path.normpath(path)))
-        else:
-            mlflow.log_artifact(path)
+    log(paths)
 
 
 def log_pyfunc(saved_dir: str) -> None:
