@@ -12,8 +12,14 @@ from zoo.training.signals import Interrupted
 from conftest import compose
 
 
+class Tokenizer:
+    vocab_size = 7
+
+
 class Task:
-    fingerprint, attribution = None, None
+    fingerprint, attribution, info = None, None, {}
+    splits = {"train": (["a b", "c"], ["x", "y"]), "test": (["d"], ["z"])}
+    source_tokenizer = target_tokenizer = Tokenizer()
 
     def stats(self):
         return {"train_examples": 3}

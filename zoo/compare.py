@@ -27,12 +27,18 @@ import sys
 import tempfile
 from typing import Dict, List, Optional
 
+from hydra.experimental.callback import Callback
+
 import zoo.metrics
+from zoo.catalog import CONF_DIR
 from zoo.evaluation.by_length import columns, read_csv
+from zoo.evaluation.evaluate import evaluate
 from zoo.plots import metric_by_length
 from zoo.tracking import mlflow_run, resolve_tracking_uri
 
 COMPARISON_KIND = "comparison"
+SWEEP_KIND = "sweep"
+NOT_TRAINING_RUNS = (COMPARISON_KIND, SWEEP_KIND)
 
 
 def _attention(run) -> str:
@@ -56,7 +62,7 @@ def newest_runs(experiment="attention-zoo", data=None, metric="test_exact_match"
         runs = runs[runs.get("tags.zoo.data") == data]
     out, seen = [], set()
     for _, run in runs.iterrows():
-        if run.get("tags.zoo.kind") == COMPARISON_KIND:
+        if run.get("tags.zoo.kind") in NOT_TRAINING_RUNS:
             continue
         if f"metrics.{metric}" not in run or run[f"metrics.{metric}"] != run[f"metrics.{metric}"]:
             continue
@@ -182,6 +188,169 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
         return result
 
 
+# ---------------------------------------------------------------- sweeps: one parent run, a child per job
+
+
+def _objective(runs) -> str:
+    for run in runs:
+        if run["tags"].get("zoo.objective"):
+            return run["tags"]["zoo.objective"]
+    return "test_exact_match"
+
+
+def sweep_summary(parent_run_id: str, uri=None, log: bool = True, out_dir: Optional[str] = None) -> Dict[str, object]:
+    """The summary of a sweep from its children: a table (``summary.csv``, ``summary.md``), a chart
+    (``summary.png``: the task metric, training time, tokens/s and parameters per child), and, for
+    children that differ only in the seed, mean, standard deviation and 95% interval (``seeds.csv``,
+    ``seeds.md``; metrics ``<metric>_mean|_std|_ci95_low|_ci95_high`` on the parent when there is one
+    such group). ``log`` logs it all to the parent run; ``out_dir`` also writes the files there.
+
+    Returns ``{"table", "seeds", "metric", "children", "files"}`` (markdown strings, the metric, the child runs).
+    """
+    import mlflow
+
+    from zoo.evaluation import sweep
+    from zoo.plots.sweep import sweep_chart
+    from zoo.tracking import child_runs
+
+    uri = resolve_tracking_uri(uri)
+    children = child_runs(uri, parent_run_id)
+    metric = _objective(children)
+    header, rows = sweep.summary_table(children, metric)
+    groups = sweep.seed_groups([c for c in children if c["status"] == "FINISHED"], metric)
+    group_header, group_rows = sweep.groups_table(groups, metric)
+    result = {"table": sweep.markdown(header, rows), "seeds": sweep.markdown(group_header, group_rows) if groups else None,
+              "metric": metric, "children": children, "files": []}
+    with tempfile.TemporaryDirectory() as workdir:
+        files = {"summary.csv": sweep.csv_text(header, rows), "summary.md": result["table"] + "\n"}
+        if groups:
+            files.update({"seeds.csv": sweep.csv_text(group_header, group_rows), "seeds.md": result["seeds"] + "\n"})
+        for name, text in files.items():
+            with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        finished = [c for c in children if c["status"] == "FINISHED"]
+        if finished:
+            labels = [c["name"] or c["run_id"][:8] for c in finished]
+            panels = {metric: [c["metrics"].get(metric) for c in finished],
+                      **{label: [c["metrics"].get(key) for c in finished] for key, label in
+                         (("train_seconds", "training seconds"), ("train_tokens_per_sec", "train tokens/s"),
+                          ("num_params", "parameters"))}}
+            sweep_chart(labels, panels, os.path.join(workdir, "summary.png"),
+                        title=f"sweep {parent_run_id[:8]}: {len(finished)} finished of {len(children)}")
+            learning_curves([c["run_id"] for c in finished], labels, metric, uri,
+                            os.path.join(workdir, "learning_curves.png"))
+        names = sorted(os.listdir(workdir))
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+            for name in names:
+                shutil.copyfile(os.path.join(workdir, name), os.path.join(out_dir, name))
+            result["files"] = [os.path.join(out_dir, name) for name in names]
+        if log:
+            client = mlflow.MlflowClient(uri)
+            for name in names:
+                client.log_artifact(parent_run_id, os.path.join(workdir, name), "summary")
+            if len(groups) == 1:
+                g = groups[0]
+                for key, value in (("mean", g["mean"]), ("std", g["std"]), ("ci95_low", g["ci_low"]),
+                                   ("ci95_high", g["ci_high"]), ("n", g["n"])):
+                    client.log_metric(parent_run_id, f"{metric}_{key}", float(value))
+            client.set_tag(parent_run_id, "mlflow.note.content",
+                           f"Sweep of {len(children)} runs ({len(finished)} finished), compared by {metric}.\n\n"
+                           + result["table"] + ("\n\nSeeds:\n\n" + result["seeds"] if groups else ""))
+    return result
+
+
+def learning_curves(run_ids: List[str], labels: List[str], metric: str, uri: str, path: str) -> Optional[str]:
+    """``val_<metric>`` and ``val_loss`` per epoch of each run, overlaid (PNG at ``path``); None without history."""
+    from zoo.plots.sweep import curves_chart
+    from zoo.tracking import metric_history
+
+    val = "val_" + (metric[len("test_"):] if metric.startswith("test_") else metric)
+    series = {}
+    for run_id, label in zip(run_ids, labels):
+        history = {key: metric_history(uri, run_id, key) for key in (val, "val_loss")}
+        if any(history.values()):
+            series[label] = history
+    if not series:
+        return None
+    return curves_chart(series, [val, "val_loss"], path)
+
+
+class SweepCallback(Callback):
+    """Hydra callback (``hydra.callbacks.sweep`` in ``conf/train.yaml``): a multirun is one MLflow parent
+    run with a child run per job, summarised when the sweep ends (``sweep_summary``).
+
+    The parent's id reaches the jobs through ``ZOO_SWEEP_PARENT_RUN_ID``, so jobs in other processes
+    (``hydra/launcher=joblib``) find it too; all jobs log into the same store.
+    """
+
+    def __init__(self) -> None:
+        self.parent_run_id: Optional[str] = None
+        self.uri: Optional[str] = None
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from zoo.tracking import SWEEP_PARENT_VARIABLE, start_detached_run
+
+        overrides = " ".join(config.hydra.overrides.task)
+        self.uri = resolve_tracking_uri(config.tracking.uri)
+        self.parent_run_id = start_detached_run(
+            self.uri, str(config.tracking.experiment), f"sweep {overrides}"[:240],
+            {"zoo.kind": SWEEP_KIND, "zoo.overrides": overrides, "zoo.command": f"python train.py -m {overrides}",
+             "mlflow.note.content": f"Sweep started: `python train.py -m {overrides}`"})
+        os.environ[SWEEP_PARENT_VARIABLE] = self.parent_run_id
+        print(f"Sweep: MLflow parent run {self.parent_run_id} in {self.uri}", flush=True)
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        from zoo.tracking import SWEEP_PARENT_VARIABLE, end_detached_run
+
+        if self.parent_run_id is None:
+            return
+        os.environ.pop(SWEEP_PARENT_VARIABLE, None)
+        status = "FAILED"
+        try:
+            result = sweep_summary(self.parent_run_id, self.uri)
+            finished = sum(c["status"] == "FINISHED" for c in result["children"])
+            status = "FINISHED" if finished == len(result["children"]) and finished else "FAILED"
+            print(f"\nSweep {self.parent_run_id}: {finished} of {len(result['children'])} runs finished\n")
+            print(result["table"])
+            if result["seeds"]:
+                print("\n" + result["seeds"])
+            print(f"\nSummary logged to the parent run (summary/). Compare: python -m zoo.compare --sweep "
+                  f"{self.parent_run_id}", flush=True)
+        finally:
+            end_detached_run(self.uri, self.parent_run_id, status)
+
+
+def runs_table(run_ids: List[str], uri=None) -> str:
+    """The comparison table of the given runs: name, model, data, the task metric, time, parameters."""
+    import mlflow
+
+    uri = resolve_tracking_uri(uri)
+    client = mlflow.MlflowClient(uri)
+    rows, metric = [], None
+    for run_id in run_ids:
+        run = client.get_run(run_id)
+        metric = metric or run.data.tags.get("zoo.objective", "test_exact_match")
+        m = run.data.metrics
+        rows.append([run.info.run_name, run.data.tags.get("zoo.model", ""), run.data.tags.get("zoo.data", ""),
+                     run.info.status, zoo.metrics.format_value(metric, m.get(metric), precise=True),
+                     f"{m.get('train_seconds', float('nan')):.0f}", f"{int(m.get('num_params', 0)):,}", run_id])
+    return _markdown(["run", "model", "data", "status", metric, "train s", "params", "run id"], rows)
+
+
+def paired(run_a: str, run_b: str, uri=None, samples: int = 1000) -> Dict[str, float]:
+    """The paired bootstrap of the test-split difference between two runs (``evaluate.py compare_to=``)."""
+    from hydra import compose, initialize_config_dir
+
+    overrides = [f"run_id={run_a}", f"compare_to={run_b}", "log=false", "perplexity=false",
+                 f"bootstrap_samples={samples}"]
+    if uri:
+        overrides.append(f"tracking.uri={uri}")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("evaluate", overrides=overrides)
+    return evaluate(cfg)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="attention-zoo")
@@ -194,8 +363,45 @@ def main(argv=None):
                         help="the metric by source length, as a table and a figure logged to a new run")
     parser.add_argument("--out", default=None, help="with --by-length: also write the figure to this file")
     parser.add_argument("--no-log", action="store_true", help="with --by-length: do not log a comparison run")
+    parser.add_argument("--sweep", default=None, metavar="PARENT_RUN_ID",
+                        help="a sweep's parent run: its children's table, seed statistics, chart and learning curves")
+    parser.add_argument("--runs", nargs="+", default=None, metavar="RUN_ID", help="these runs only")
+    parser.add_argument("--paired", nargs=2, default=None, metavar=("RUN_A", "RUN_B"),
+                        help="paired bootstrap 95%% interval of the test BLEU difference between two runs")
+    parser.add_argument("--out-dir", default=None, help="write the figures and tables here too")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
+    if args.sweep:
+        result = sweep_summary(args.sweep, args.tracking_uri, log=not args.no_log, out_dir=args.out_dir)
+        if not result["children"]:
+            print(f"Run {args.sweep} has no child runs: is it a sweep's parent run?", file=sys.stderr)
+            return 1
+        print(result["table"])
+        if result["seeds"]:
+            print("\n" + result["seeds"])
+        if result["files"]:
+            print("\nWritten: " + ", ".join(result["files"]))
+        return 0
+    if args.runs:
+        print(runs_table(args.runs, args.tracking_uri))
+        if args.out_dir:
+            import mlflow
+
+            uri = resolve_tracking_uri(args.tracking_uri)
+            client = mlflow.MlflowClient(uri)
+            labels = [client.get_run(r).info.run_name for r in args.runs]
+            metric = client.get_run(args.runs[0]).data.tags.get("zoo.objective", "test_exact_match")
+            os.makedirs(args.out_dir, exist_ok=True)
+            path = learning_curves(args.runs, labels, metric, uri, os.path.join(args.out_dir, "learning_curves.png"))
+            if path:
+                print(f"\nWritten: {path}")
+        return 0
+    if args.paired:
+        result = paired(*args.paired, uri=args.tracking_uri)
+        print(f"\nBLEU({args.paired[0][:8]}) - BLEU({args.paired[1][:8]}) = {result['test_bleu_diff']:+.2f}, 95% CI "
+              f"[{result['test_bleu_diff_ci_low']:+.2f}, {result['test_bleu_diff_ci_high']:+.2f}], "
+              f"p(a not better) = {result['test_bleu_diff_p_value']:.3f}")
+        return 0
     if args.by_length:
         try:
             result = by_length(args.experiment, args.data, args.metric, args.tracking_uri, log=not args.no_log,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 from typing import Dict
@@ -127,6 +126,8 @@ def _train(cfg, runtime, uri, resume_run, example_pairs) -> Dict[str, object]:
             train_seconds = state.elapsed_seconds
             log.log_metrics({"train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
                              "epochs_trained": len(state.history)})
+            summary = _summary(task.metric, metrics, len(state.history), train_seconds)
+            log.finish(summary, run_id, cfg, f"test_{task.metric}")
     except Interrupted as stopped:
         raise Interrupted(stopped.signum, _stopped_message(stopped, run_id, state, t)) from None
     if directory and os.path.isdir(directory):
@@ -135,33 +136,26 @@ def _train(cfg, runtime, uri, resume_run, example_pairs) -> Dict[str, object]:
     result = {f"test_{k}": v for k, v in metrics.items()}
     result.update({"run_id": run_id, "train_seconds": train_seconds, **example_metrics,
                    "objective": f"test_{task.metric}"})
-    summary = f"test_{task.metric} = {metrics[task.metric]:.4f}"
-    if task.metric != "bleu":
-        summary += f"   test_bleu = {metrics['bleu']:.2f}"
-    if "bleu_multiref" in metrics:
-        summary += f"   test_bleu_multiref = {metrics['bleu_multiref']:.2f}"
-    print(f"\n{summary}   test_chrf = {metrics['chrf']:.2f}   ({len(state.history)} epochs, "
-          f"{train_seconds:.0f} s training)")
+    print(f"\n{summary}")
     print(f"MLflow run id: {run_id}")
     print(f"Open the MLflow UI: {log.ui_command(uri)}", flush=True)
     return result
 
 
+def _summary(metric: str, metrics: Dict[str, float], epochs: int, train_seconds: float) -> str:
+    """The one-line result: the task's metric first, then BLEU and chrF, epochs and training time."""
+    summary = f"test_{metric} = {metrics[metric]:.4f}"
+    if metric != "bleu":
+        summary += f"   test_bleu = {metrics['bleu']:.2f}"
+    if "bleu_multiref" in metrics:
+        summary += f"   test_bleu_multiref = {metrics['bleu_multiref']:.2f}"
+    return f"{summary}   test_chrf = {metrics['chrf']:.2f}   ({epochs} epochs, {train_seconds:.0f} s training)"
+
+
 def resume_command(run_id: str) -> str:
     """``python train.py <this run's overrides> trainer.resume=<run_id>``."""
-    overrides = [o for o in _command_line_overrides() if not o.startswith(("trainer.resume=", "+trainer.resume="))]
+    overrides = [o for o in log.command_line_overrides() if not o.startswith(("trainer.resume=", "+trainer.resume="))]
     return " ".join(["python train.py", *(shlex.quote(o) for o in overrides), f"trainer.resume={run_id}"])
-
-
-def _command_line_overrides():
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        if HydraConfig.initialized():
-            return list(HydraConfig.get().overrides.task)
-    except Exception:  # noqa: BLE001 - no Hydra app around (tests, notebooks)
-        pass
-    return [a for a in sys.argv[1:] if not a.startswith("-")]
 
 
 def _stopped_message(stopped, run_id, state, trainer) -> str:

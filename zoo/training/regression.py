@@ -15,6 +15,8 @@ from typing import Dict
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+OBJECTIVE = "test_mse_parametric"  # the value train.py returns: the learned kernel's test error
+
 
 def leave_one_out(x_train, y_train):
     """For training: each training point queries all the others (d2l excludes the point itself)."""
@@ -33,6 +35,7 @@ def train_regression(cfg: DictConfig) -> Dict[str, float]:
     from zoo.data.kernel_regression import generate
     from zoo.plots.regression import regression_attention, regression_fits
     from zoo.tracking import log_config, mlflow_run, resolve_tracking_uri, ui_command
+    from zoo.training.log import run_name
     from zoo.training.model import make_optimizer
 
     keras.utils.set_random_seed(int(cfg.seed))
@@ -44,7 +47,7 @@ def train_regression(cfg: DictConfig) -> Dict[str, float]:
 
     uri = resolve_tracking_uri(cfg.tracking.uri)
     started = time.perf_counter()
-    with mlflow_run(uri, cfg.tracking.experiment, run_name=cfg.tracking.run_name) as run:
+    with mlflow_run(uri, cfg.tracking.experiment, run_name=run_name(cfg)) as run:
         print(f"MLflow run {run.info.run_id} in {uri}", flush=True)
         log_config(cfg)
         predictions, weights = {}, {}
@@ -69,6 +72,7 @@ def train_regression(cfg: DictConfig) -> Dict[str, float]:
         metrics["learned_w"] = float(keras.ops.convert_to_numpy(learned.pooling.w))
         metrics["total_seconds"] = time.perf_counter() - started
         mlflow.log_metrics(metrics)
+        mlflow.set_tag("zoo.objective", OBJECTIVE)
         with tempfile.TemporaryDirectory() as workdir:
             plots = Path(workdir) / "plots"
             plots.mkdir()
@@ -94,4 +98,4 @@ def train_regression(cfg: DictConfig) -> Dict[str, float]:
     print(f"learned w = {metrics['learned_w']:.3f}")
     print(f"MLflow run id: {run.info.run_id}")
     print(f"Open the MLflow UI: {ui_command(uri)}", flush=True)
-    return {**metrics, "run_id": run.info.run_id}
+    return {**metrics, "run_id": run.info.run_id, "objective": OBJECTIVE}

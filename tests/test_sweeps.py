@@ -1,0 +1,118 @@
+"""Sweeps as one group in MLflow: a parent run per ``python train.py -m ...``, a child per job, a summary.
+
+The statistics are checked against hand-computed values; the sweeps are real ``train.py -m``
+subprocesses into a SQLite store, read back through the MLflow client.
+"""
+
+import math
+
+import pytest
+
+from zoo.evaluation import sweep
+
+from conftest import ROOT, run_python
+
+
+def test_mean_std_and_95_percent_interval_are_students_t_over_the_seeds():
+    # [1, 2, 3, 4]: mean 2.5, sample std sqrt(5/3) = 1.29099, t(0.975, 3) = 3.18245,
+    # half-width 3.18245 * 1.29099 / 2 = 2.05426.
+    stats = sweep.mean_std_ci([1.0, 2.0, 3.0, 4.0])
+    assert stats["n"] == 4 and stats["mean"] == 2.5
+    assert stats["std"] == pytest.approx(1.29099, abs=1e-5)
+    assert stats["ci_low"] == pytest.approx(2.5 - 2.05426, abs=1e-4)
+    assert stats["ci_high"] == pytest.approx(2.5 + 2.05426, abs=1e-4)
+    assert math.isnan(sweep.mean_std_ci([1.0])["std"])
+
+
+def test_children_that_differ_only_in_the_seed_form_a_group():
+    runs = [{"overrides": f"model={m} seed={s} debug=smoke", "metrics": {"test_exact_match": v}}
+            for m, s, v in [("luong", 1, 0.5), ("luong", 2, 0.7), ("bahdanau", 1, 0.9), ("bahdanau", 2, 0.8),
+                            ("seq2seq", 1, 0.1)]]
+    groups = {g["group"]: g for g in sweep.seed_groups(runs, "test_exact_match")}
+    assert set(groups) == {"model=luong debug=smoke", "model=bahdanau debug=smoke"}  # seq2seq: one seed only
+    assert groups["model=luong debug=smoke"]["mean"] == pytest.approx(0.6)
+    assert groups["model=bahdanau debug=smoke"]["seeds"] == "1,2"
+    assert sweep.without_seed("seed=3 model=luong") == "model=luong"
+    header, rows = sweep.groups_table(list(groups.values()), "test_exact_match")
+    assert header[3] == "test_exact_match mean" and len(rows) == 2
+
+
+def _client(uri):
+    import mlflow
+
+    return mlflow.MlflowClient(uri)
+
+
+def _only_parent(client):
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.zoo.kind = 'sweep'")
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
+@pytest.mark.slow
+def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_reads_it(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {"MLFLOW_TRACKING_URI": uri}
+    result = run_python([str(ROOT / "train.py"), "-m", "model=bahdanau,luong", "debug=smoke"], cwd=tmp_path,
+                        env_extra=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = _client(uri)
+    parent = _only_parent(client)
+    assert parent.info.status == "FINISHED"
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert sorted(c.info.run_name for c in children) == ["bahdanau-additive-dates", "luong-general-dates"]
+    all_runs = client.search_runs([parent.info.experiment_id])
+    assert len(all_runs) == 3  # the parent and its two children, nothing else
+
+    summary = {a.path for a in client.list_artifacts(parent.info.run_id, "summary")}
+    assert {"summary/summary.csv", "summary/summary.md", "summary/summary.png",
+            "summary/learning_curves.png"} <= summary
+    table = client.download_artifacts(parent.info.run_id, "summary/summary.md", str(tmp_path))
+    text = open(table, encoding="utf-8").read()
+    assert "bahdanau-additive-dates" in text and "luong-general-dates" in text and "test_exact_match" in text
+
+    # A readable child: name, description with the result and the command, datasets, the record.
+    child = next(c for c in children if c.info.run_name.startswith("bahdanau"))
+    note = child.data.tags["mlflow.note.content"]
+    assert "test_exact_match = " in note and "python train.py model=bahdanau debug=smoke" in note
+    datasets = {d.dataset.name: d for d in child.inputs.dataset_inputs}
+    assert set(datasets) == {"dates-train", "dates-val", "dates-test"}
+    assert '"examples": 64' in datasets["dates-train"].dataset.profile
+    assert child.data.tags["zoo.objective"] == "test_exact_match"
+    assert child.data.tags["zoo.git_dirty"] in ("true", "false", "none")
+    artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert "environment.json" in artifacts and "hydra" in artifacts
+    assert {a.path for a in client.list_artifacts(child.info.run_id, "hydra")} >= {
+        "hydra/config.yaml", "hydra/overrides.yaml"}
+
+    shown = run_python(["-m", "zoo.compare", "--sweep", parent.info.run_id, "--no-log"], cwd=tmp_path, env_extra=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "bahdanau-additive-dates" in shown.stdout and "luong-general-dates" in shown.stdout
+    listed = run_python(["-m", "zoo.compare"], cwd=tmp_path, env_extra=env)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "bahdanau" in listed.stdout and "luong" in listed.stdout and "sweep" not in listed.stdout
+
+
+@pytest.mark.slow
+def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = run_python([str(ROOT / "train.py"), "-m", "experiment=nadaraya_watson", "seed=1,2,3",
+                         "trainer.verbose=0", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                        cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = _client(uri)
+    parent = _only_parent(client)
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert sorted(c.info.run_name for c in children) == [f"nadaraya_watson-kernel_regression-seed{s}" for s in (1, 2, 3)]
+    values = [c.data.metrics["test_mse_parametric"] for c in children]
+    assert len(set(values)) == 3  # the seeds make different data
+    expected = sweep.mean_std_ci(values)
+    logged = parent.data.metrics
+    assert logged["test_mse_parametric_mean"] == pytest.approx(expected["mean"])
+    assert logged["test_mse_parametric_std"] == pytest.approx(expected["std"])
+    assert logged["test_mse_parametric_ci95_low"] == pytest.approx(expected["ci_low"])
+    assert logged["test_mse_parametric_ci95_high"] == pytest.approx(expected["ci_high"])
+    assert logged["test_mse_parametric_ci95_low"] < logged["test_mse_parametric_mean"] < logged[
+        "test_mse_parametric_ci95_high"]
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "summary")} >= {"summary/seeds.md",
+                                                                                       "summary/seeds.csv"}
