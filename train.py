@@ -2,6 +2,8 @@
 
 Thin Hydra entry point; the work is ``zoo.training.train(cfg)``. Returns the task's own test
 metric (``test_exact_match`` on dates, ``test_bleu`` on translation) for sweepers.
+``python train.py --from-run <run id> [key=value ...]`` re-runs a run from its recorded overrides;
+``--overrides "<a=1 b=2>"`` takes the overrides as one string (MLproject's ``main`` entry point).
 """
 
 import sys
@@ -10,6 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from zoo.config import ConfigError, exit_on_bad_command_line
+from zoo.tracking.runs import expand_command_line
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -32,5 +35,6 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    sys.argv = expand_command_line(sys.argv)
     exit_on_bad_command_line("train")
     main()

@@ -321,3 +321,73 @@ def metric_history(tracking_uri: str, run_id: str, key: str) -> List[tuple]:
 
     history = mlflow.MlflowClient(tracking_uri).get_metric_history(run_id, key)
     return sorted((m.step, m.value) for m in history)
+
+
+def expand_command_line(argv: Sequence[str]) -> List[str]:
+    """``train.py``'s own flags, rewritten into plain overrides before Hydra sees the command line.
+
+    - ``--overrides "<a=1 b=2>"``: one string of overrides, split as a shell would (MLproject's
+      ``main`` entry point passes its ``overrides`` parameter this way);
+    - ``--from-run <run id>``: the overrides recorded on that run (tag ``zoo.overrides``), followed by
+      any given after it, so ``python train.py --from-run <id>`` re-runs it and
+      ``python train.py --from-run <id> seed=2`` re-runs it with one change. The store is
+      ``MLFLOW_TRACKING_URI`` or ``tracking.uri=`` on the same command line (default ``sqlite:///mlflow.db``).
+    """
+    import shlex
+
+    argv = list(argv)
+    out = argv[:1]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("--overrides", "--from-run") and i + 1 >= len(argv):
+            example = '"model=luong trainer.epochs=2"' if arg == "--overrides" else "<run id>"
+            _exit(f"{arg} needs a value, e.g. {arg} {example}")
+        if arg == "--overrides" or arg.startswith("--overrides="):
+            value = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
+            out += shlex.split(value)
+            i += 1 if "=" in arg else 2
+        elif arg == "--from-run" or arg.startswith("--from-run="):
+            run_id = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
+            given = [a for a in argv if a.startswith("tracking.uri=")]
+            out += recorded_overrides(run_id, given[-1].split("=", 1)[1] if given else None)
+            i += 1 if "=" in arg else 2
+        else:
+            out.append(arg)
+            i += 1
+    return out
+
+
+def _exit(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def recorded_overrides(run_id: str, uri: Optional[str] = None) -> List[str]:
+    """The overrides a run was trained with (its ``zoo.overrides`` tag); exits 2 with one line if the
+    run cannot be found. Says so when the code has changed since (another git commit)."""
+    import shlex
+
+    import mlflow
+
+    _quiet_mlflow()
+    try:
+        uri = resolve_tracking_uri(uri)
+    except ValueError as error:
+        _exit(str(error))
+    try:
+        run = mlflow.MlflowClient(uri).get_run(run_id)
+    except Exception as error:  # noqa: BLE001 - MLflow raises several types for an unknown id or store
+        first = (str(error).splitlines() or [""])[0][:200]
+        _exit(f"--from-run {run_id}: no such run in {uri} ({first}). Check the id in the MLflow UI, "
+              f"or point at its store with MLFLOW_TRACKING_URI.")
+    if "zoo.overrides" not in run.data.tags:
+        _exit(f"--from-run {run_id}: the run has no zoo.overrides tag (it was not started by train.py).")
+    recorded = run.data.tags.get("zoo.git_commit")
+    if recorded and recorded != git_commit():
+        print(f"note: run {run_id} was trained at commit {recorded[:12]}; this checkout is at {git_commit()[:12]}.",
+              file=sys.stderr)
+    overrides = [o for o in shlex.split(run.data.tags["zoo.overrides"])
+                 if not o.startswith(("trainer.resume=", "+trainer.resume="))]
+    print(f"Re-running {run_id}: python train.py {' '.join(shlex.quote(o) for o in overrides)}", flush=True)
+    return overrides

@@ -1,0 +1,99 @@
+"""A real tracking server: ``mlflow server`` on 127.0.0.1 (SQLite backend, local artifacts), and the
+three ways a team uses it, over HTTP: ``mlflow run .`` (the MLproject), the model registry with an
+alias, and ``python train.py --from-run <id>`` (re-running a run from its record).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, run_python
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """``mlflow server`` on a free port of 127.0.0.1; yields its URI; stopped afterwards."""
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail("mlflow server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+        time.sleep(0.5)
+    try:
+        yield uri
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.mark.slow
+def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_server(mlflow_server, tmp_path):
+    import mlflow
+
+    # `mlflow run` starts `python train.py`: the python of this interpreter's environment.
+    env = {"MLFLOW_TRACKING_URI": mlflow_server,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    overrides = (f"model=luong debug=smoke tracking.register_as=zoo-luong trainer.checkpoint_dir={tmp_path / 'ckpt'} "
+                 f"hydra.run.dir={tmp_path / 'outputs'}")
+    launched = run_python(["-m", "mlflow", "run", str(ROOT), "-P", f"overrides={overrides}", "--env-manager", "local",
+                           "--experiment-name", "attention-zoo"], cwd=tmp_path, env_extra=env)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+
+    client = mlflow.MlflowClient(mlflow_server)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments)
+    assert len(runs) == 1, [(r.info.run_name, r.info.status) for r in runs]  # mlflow run's run is the training run
+    run = runs[0]
+    assert run.info.status == "FINISHED" and run.info.run_name == "luong-general-dates"
+    assert run.data.params["model.name"] == "luong" and run.data.params["trainer.epochs"] == "2"
+    assert "test_exact_match" in run.data.metrics and "train_loss" in run.data.metrics
+    assert run.data.tags["mlflow.project.entryPoint"] == "main"
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"saved_model", "config.yaml", "environment.json"} <= artifacts
+    local = client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path))
+    assert "name: luong" in open(local, encoding="utf-8").read()
+
+    version = client.get_model_version_by_alias("zoo-luong", "current")
+    assert version.run_id == run.info.run_id and version.version == "1"
+    evaluated = run_python([str(ROOT / "evaluate.py"), "model_uri=models:/zoo-luong@current", "log=false",
+                            "perplexity=false"], cwd=tmp_path, env_extra=env)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "test_exact_match" in evaluated.stdout
+
+    rerun = run_python([str(ROOT / "train.py"), "--from-run", run.info.run_id], cwd=tmp_path, env_extra=env)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"Re-running {run.info.run_id}: python train.py model=luong debug=smoke" in rerun.stdout
+    again = [r for r in client.search_runs(experiments) if r.info.run_id != run.info.run_id]
+    assert len(again) == 1 and again[0].info.status == "FINISHED"
+    for key in ("test_exact_match", "test_chrf", "num_params"):
+        assert again[0].data.metrics[key] == pytest.approx(run.data.metrics[key], abs=1e-6), key
+    assert client.get_model_version_by_alias("zoo-luong", "current").version == "2"
