@@ -193,8 +193,8 @@ def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = Non
     except KeyboardInterrupt:
         mlflow.end_run(status="KILLED")
         raise
-    except BaseException:
-        mlflow.end_run(status="FAILED")
+    except BaseException as error:  # an exception may name the status it ends a run with (StopTraining: KILLED)
+        mlflow.end_run(status=getattr(error, "run_status", "FAILED"))
         raise
     else:
         mlflow.end_run(status="FINISHED")

@@ -2,6 +2,6 @@
 
 from zoo.training.fit import NonFiniteLoss
 from zoo.training.job import train
-from zoo.training.signals import Interrupted
+from zoo.training.signals import Interrupted, StopTraining
 
-__all__ = ["Interrupted", "NonFiniteLoss", "train"]
+__all__ = ["Interrupted", "NonFiniteLoss", "StopTraining", "train"]

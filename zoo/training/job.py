@@ -7,7 +7,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -31,12 +31,14 @@ def _resolve(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def train(cfg: DictConfig) -> Dict[str, object]:
+def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], None]] = None) -> Dict[str, object]:
     """Trains ``cfg.model`` on ``cfg.data``, tracks everything in MLflow, exports a SavedModel.
 
     Stages: data -> model -> fit -> score -> export, inside the MLflow run (log). Returns the
     final metrics (``test_exact_match``, ``test_bleu``, ...), ``run_id``, and ``objective``: the
     name of the task's own metric (``test_<Task.metric>``), the value ``train.py`` returns.
+    ``on_epoch(record, epoch)`` sees each epoch's record after it is logged; raising
+    ``StopTraining`` there ends the run early, KILLED (``zoo.search`` prunes trials this way).
     """
     validate_train(cfg)
     check_trainer(cfg.trainer)
@@ -56,12 +58,12 @@ def train(cfg: DictConfig) -> Dict[str, object]:
         resume.check_config(resume_run, cfg)
     runtime = setup(cfg.trainer, int(cfg.seed))  # before any other TensorFlow op
     try:
-        return _train(cfg, runtime, uri, resume_run, example_pairs)
+        return _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch)
     finally:
         reset_policy()
 
 
-def _train(cfg, runtime, uri, resume_run, example_pairs) -> Dict[str, object]:
+def _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch=None) -> Dict[str, object]:
     started = time.perf_counter()
     data = load_data(cfg, runtime.replicas)
     task, t = data.task, cfg.trainer
@@ -91,7 +93,7 @@ def _train(cfg, runtime, uri, resume_run, example_pairs) -> Dict[str, object]:
                     return in_float32()
             with stop.deferring():
                 fitted = fit(model, optimizer, data, runtime, t, metric=task.metric, val_metrics=val_metric,
-                             on_epoch=log.log_epoch, stop=stop, checkpoint_dir=directory if runtime.is_chief else None,
+                             on_epoch=log.epoch_logger(on_epoch), stop=stop, checkpoint_dir=directory if runtime.is_chief else None,
                              state=state, best_weights=best_weights)
             state = fitted.state
             if runtime.pipelines > 1:

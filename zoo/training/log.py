@@ -14,7 +14,7 @@ import socket
 from typing import Dict, Iterator, List, Optional
 
 from zoo.training.resume import CHECKPOINT_TAG, HOST_TAG, PID_TAG
-from zoo.training.signals import Interrupted
+from zoo.training.signals import Interrupted, StopTraining
 
 
 def tracking_uri(cfg) -> str:
@@ -94,7 +94,7 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
         mlflow.set_tags({CHECKPOINT_TAG: where, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
         try:
             yield run_id
-        except Interrupted as stop:
+        except (Interrupted, StopTraining) as stop:
             mlflow.set_tag("zoo.stopped", str(stop))
             raise
         except Exception as error:
@@ -150,6 +150,18 @@ def log_epoch(record: Dict[str, float], epoch: int) -> None:
     import mlflow
 
     mlflow.log_metrics({k: float(v) for k, v in record.items()}, step=epoch)
+
+
+def epoch_logger(then=None):
+    """``log_epoch``, followed by ``then(record, epoch)`` when given (a search's pruning hook)."""
+    if then is None:
+        return log_epoch
+
+    def on_epoch(record: Dict[str, float], epoch: int) -> None:
+        log_epoch(record, epoch)
+        then(record, epoch)
+
+    return on_epoch
 
 
 def log_unlogged_epochs(run_id: str, history: List[Dict[str, float]]) -> None:

@@ -24,6 +24,13 @@ class Interrupted(KeyboardInterrupt):
         self.exit_code = 128 + int(signum)
 
 
+class StopTraining(Exception):
+    """Raised by an ``on_epoch`` hook of ``train`` to end the run after that epoch (a pruned search
+    trial). The run ends KILLED (``run_status``) with the message as its ``zoo.stopped`` tag."""
+
+    run_status = "KILLED"
+
+
 class StopRequest:
     """The flag the loop polls. ``deferred`` is True while a step may finish first."""
 
