@@ -127,7 +127,7 @@ def _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch=None) -> Dict[
                     log.log_pyfunc(exported["saved_model"])
             train_seconds = state.elapsed_seconds
             log.log_metrics({"train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
-                             "epochs_trained": len(state.history)})
+                             "epochs_trained": len(state.history), "tracking_seconds": log.tracking_seconds()})
             summary = _summary(task.metric, metrics, len(state.history), train_seconds)
             log.finish(summary, run_id, cfg, f"test_{task.metric}")
     except Interrupted as stopped:

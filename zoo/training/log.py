@@ -9,12 +9,35 @@ KILLED on a signal (tag ``zoo.stopped``); FAILED on an error (tag ``zoo.error``,
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
+import time
 from typing import Dict, Iterator, List, Optional
 
 from zoo.training.resume import CHECKPOINT_TAG, HOST_TAG, PID_TAG
 from zoo.training.signals import Interrupted, StopTraining
+
+_SPENT = {"seconds": 0.0}  # time inside MLflow calls since the run opened (metric tracking_seconds)
+
+
+def _timed(function):
+    """Adds the call's wall time to the run's time spent tracking."""
+
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _SPENT["seconds"] += time.perf_counter() - started
+
+    return timed
+
+
+def tracking_seconds() -> float:
+    """Seconds spent in MLflow calls since the run opened: what tracking costs the job."""
+    return _SPENT["seconds"]
 
 
 def tracking_uri(cfg) -> str:
@@ -72,6 +95,8 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
     from zoo.tracking import log_config, mlflow_run, set_description
 
     run_id = resume_run.info.run_id if resume_run is not None else None
+    _SPENT["seconds"] = 0.0
+    started = time.perf_counter()
     with mlflow_run(uri, cfg.tracking.experiment, run_name=run_name(cfg) if run_id is None else None, run_id=run_id,
                     system_metrics=bool(cfg.tracking.get("system_metrics"))) as run:
         run_id = run.info.run_id
@@ -92,6 +117,7 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
                 if tag in resume_run.data.tags:
                     mlflow.MlflowClient().delete_tag(run_id, tag)
         mlflow.set_tags({CHECKPOINT_TAG: where, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
+        _SPENT["seconds"] += time.perf_counter() - started
         try:
             yield run_id
         except (Interrupted, StopTraining) as stop:
@@ -102,6 +128,7 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
             raise
 
 
+@_timed
 def log_datasets(cfg, task) -> None:
     """Each split in the run's Datasets section: the data's name, a digest of the split's text, its source
     (the corpus file and its sha256, or the generator and seed), and its size."""
@@ -119,6 +146,7 @@ def log_datasets(cfg, task) -> None:
         log_dataset(f"{cfg.data.name}-{split}", digest, source, contexts.get(split, split), profile)
 
 
+@_timed
 def finish(summary: str, run_id: str, cfg, objective: str) -> None:
     """The run's description (the one-line result and the command), its objective (tag ``zoo.objective``,
     the metric sweeps compare) and, with ``tracking.register_as``, a new version of that registered model
@@ -145,6 +173,7 @@ def register(run_id: str, name: str, alias: str) -> str:
     return version
 
 
+@_timed
 def log_epoch(record: Dict[str, float], epoch: int) -> None:
     """One epoch's record at step ``epoch`` (1-based)."""
     import mlflow
@@ -164,6 +193,7 @@ def epoch_logger(then=None):
     return on_epoch
 
 
+@_timed
 def log_unlogged_epochs(run_id: str, history: List[Dict[str, float]]) -> None:
     """The checkpoint's epoch records that a kill kept from the run (written before logged)."""
     import mlflow
@@ -174,12 +204,14 @@ def log_unlogged_epochs(run_id: str, history: List[Dict[str, float]]) -> None:
             log_epoch(record, epoch)
 
 
+@_timed
 def log_metrics(metrics: Dict[str, float]) -> None:
     import mlflow
 
     mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
 
 
+@_timed
 def log_files(paths) -> None:
     """Files at the root of the run's artifacts, directories under their own name."""
     from zoo.tracking import log_files as log
@@ -187,6 +219,7 @@ def log_files(paths) -> None:
     log(paths)
 
 
+@_timed
 def log_pyfunc(saved_dir: str) -> None:
     from zoo.export.pyfunc import log_pyfunc as log
 
