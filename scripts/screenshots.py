@@ -44,7 +44,7 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
 
 def shoot(browser: str, url: str, path: str, width: int = 1600, height: int = 1100) -> None:
     subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--window-size={width},{height}", "--virtual-time-budget=15000", f"--screenshot={path}", url],
+                    f"--window-size={width},{height}", "--virtual-time-budget=30000", f"--screenshot={path}", url],
                    check=True, capture_output=True, timeout=180)
     print(f"wrote {path}  ({url})")
 

@@ -116,3 +116,6 @@ def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(
         "test_mse_parametric_ci95_high"]
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "summary")} >= {"summary/seeds.md",
                                                                                        "summary/seeds.csv"}
+    best = min(children, key=lambda c: c.data.metrics["test_mse_parametric"])  # an error: lower is better
+    assert parent.data.tags["zoo.best_run"] == best.info.run_id
+    assert logged["best_test_mse_parametric"] == pytest.approx(min(values))

@@ -249,6 +249,16 @@ def sweep_summary(parent_run_id: str, uri=None, log: bool = True, out_dir: Optio
             client = mlflow.MlflowClient(uri)
             for name in names:
                 client.log_artifact(parent_run_id, os.path.join(workdir, name), "summary")
+            scored = [c for c in finished if c["metrics"].get(metric) == c["metrics"].get(metric)
+                      and c["metrics"].get(metric) is not None]
+            if scored:
+                spec = zoo.metrics.lookup(metric)
+                lower_is_better = (not spec.higher_is_better) if spec is not None else any(
+                    word in metric for word in ("mse", "loss", "error", "perplexity"))  # unregistered: by its name
+                best = (min if lower_is_better else max)(scored, key=lambda c: c["metrics"][metric])
+                client.log_metric(parent_run_id, f"best_{metric}", float(best["metrics"][metric]))
+                client.set_tag(parent_run_id, "zoo.best_run", best["run_id"])
+                client.set_tag(parent_run_id, "zoo.best_run_name", str(best["name"]))
             if len(groups) == 1:
                 g = groups[0]
                 for key, value in (("mean", g["mean"]), ("std", g["std"]), ("ci95_low", g["ci_low"]),
