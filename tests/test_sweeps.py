@@ -92,6 +92,11 @@ def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_r
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "bahdanau" in listed.stdout and "luong" in listed.stdout and "sweep" not in listed.stdout
 
+    a, b = (next(c.info.run_id for c in children if c.info.run_name.startswith(m)) for m in ("bahdanau", "luong"))
+    both = run_python(["-m", "zoo.compare", "--paired", a, b], cwd=tmp_path, env_extra=env)
+    assert both.returncode == 0, both.stderr[-2000:]
+    assert f"BLEU({a[:8]}) - BLEU({b[:8]}) = " in both.stdout and "95% CI [" in both.stdout
+
 
 @pytest.mark.slow
 def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(tmp_path):
