@@ -212,8 +212,7 @@ def _check_generate(seed, num_examples, kinds, max_sentences, min_sentences) -> 
         raise ConfigError(f"The story seed must be an integer. Received: seed={seed!r}")
     if not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples < 0:
         raise ConfigError(f"num_examples must be a non-negative integer. Received: num_examples={num_examples!r}")
-    unknown = [k for k in kinds if k not in KINDS]
-    if not kinds or unknown or isinstance(kinds, str):
+    if isinstance(kinds, str) or not kinds or any(k not in KINDS for k in kinds):
         raise ConfigError(f"kinds must be a non-empty list of question kinds from {', '.join(KINDS)}. "
                           f"Received: kinds={kinds!r}")
     if not (isinstance(min_sentences, int) and isinstance(max_sentences, int)
@@ -234,8 +233,8 @@ def generate(seed: int, num_examples: int, kinds: Sequence[str] = KINDS, max_sen
     Raises:
         ConfigError: for an unknown kind or lengths outside ``2 <= min <= max <= 50``.
     """
-    kinds = tuple(kinds) if not isinstance(kinds, str) else kinds
     _check_generate(seed, num_examples, kinds, max_sentences, min_sentences)
+    kinds = tuple(kinds)
     rng = random.Random(seed)
     examples: List[Example] = []
     for i in range(num_examples):
@@ -319,7 +318,7 @@ def parse(lines: Iterable[str], source: str = "<lines>") -> List[Example]:
             text = rest.strip()
             if not text:
                 fail("empty statement")
-            if text.endswith("?"):
+            if "?" in text:
                 fail("a question needs its answer and supporting ids after tabs: "
                      "'<id> <question>\\t<answer>\\t<supporting ids>'")
             index_of[line_id] = len(statements)
