@@ -40,7 +40,8 @@ class LocationMemory(keras.layers.Layer):
 
     Shapes: ``...`` leading dims (``B``, ``S``), ``T`` words, ``d`` embedding size, ``L`` =
     ``max_length``.
-    Cost: ``O(|...| T d)`` time and memory; models 3-4 have ``(L + 1) d`` weights.
+    Cost: ``O(P T d)`` time and memory (``P`` the product of the leading dims); models 3-4
+    have ``(L + 1) d`` weights.
 
     Args:
         location_model: 1, 2, 3 or 4, the model above.
