@@ -2,6 +2,9 @@
 
 import collections
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -250,3 +253,11 @@ def test_files_without_questions_or_text_are_refused(tmp_path):
 def test_parse_names_its_source():
     with pytest.raises(CorpusError, match="^stdin:2: "):
         babi.parse(["1 Mary moved to the bathroom.", "2 Where is Mary?"], source="stdin")
+
+
+def test_the_module_is_tensorflow_free():
+    code = ("import sys, zoo.data.babi as b; b.generate(0, 5); "
+            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
