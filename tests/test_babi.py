@@ -189,6 +189,13 @@ def test_a_babi_file_with_shared_stories(tmp_path):
     assert [ex.kind for ex in examples] == ["single_fact", "single_fact", "two_facts", "yes_no"]
 
 
+def test_windows_line_ends_and_a_byte_order_mark_are_read(tmp_path):
+    path = tmp_path / "windows.txt"
+    path.write_bytes("\ufeff1 Mary moved to the bathroom.\r\n2 Where is Mary?\tbathroom\t1\r\n".encode("utf-8"))
+    assert babi.read(str(path)) == [babi.Example(("Mary moved to the bathroom.",), "Where is Mary?", "bathroom", (0,),
+                                                 "single_fact")]
+
+
 def test_a_directory_is_read_file_by_file_in_sorted_order(tmp_path):
     a, b = babi.generate(0, 3), babi.generate(1, 2)
     babi.write(str(tmp_path / "b.txt"), b)
@@ -220,6 +227,9 @@ MARY = "1 Mary moved to the bathroom.\n"
     (MARY + "2 Where is Mary?\t\t1\n", 2, "empty answer"),
     ("1 Where is Mary?\tbathroom\t1\n", 1, "a question without a story"),
     (MARY + "3 Where is Mary?\tbathroom\t1\n", 2, "expected 2 or 1, got 3"),
+    ("0 Mary moved to the bathroom.\n", 1, "expected 1, got 0"),
+    ("\u00b2 Mary moved to the bathroom.\n", 1, "expected a line id"),
+    (MARY + "2 Where is Mary?\tbathroom\t\u00b9\n", 2, "is not a line number"),
     (MARY + "2 Where is Mary?\tbathroom\t1\n\n\n1 John went to the office.\n2 \n", 6, "empty statement"),
 ])
 def test_malformed_lines_name_the_file_and_line(tmp_path, text, line, match):

@@ -304,14 +304,15 @@ def parse(lines: Iterable[str], source: str = "<lines>") -> List[Example]:
 
         fail = functools.partial(_fail, source, number, line)
         head, _, rest = line.lstrip().partition(" ")
-        if not head.isdigit():
+        if not (head.isascii() and head.isdigit()):
             fail("expected a line id (a positive integer) then a space, as in "
                  "'1 Mary moved to the bathroom.'")
         line_id = int(head)
         if line_id == 1:
             statements, index_of, questions = [], {}, set()
         elif line_id != last_id + 1:
-            fail(f"line ids count up by one within a story (1 starts a new one): expected {last_id + 1} or 1, "
+            expected = "1" if last_id == 0 else f"{last_id + 1} or 1"
+            fail(f"line ids count up by one within a story (1 starts a new one): expected {expected}, "
                  f"got {line_id}")
         last_id = line_id
         if "\t" not in rest:
@@ -337,7 +338,7 @@ def parse(lines: Iterable[str], source: str = "<lines>") -> List[Example]:
             fail("a question without a story: no statement line comes before it in its story")
         supporting: List[int] = []
         for token in ids.split():
-            if not token.isdigit():
+            if not (token.isascii() and token.isdigit()):
                 fail(f"supporting id {token!r} is not a line number")
             ref = int(token)
             if ref in questions:
@@ -383,7 +384,7 @@ def read(path: str) -> List[Example]:
     examples: List[Example] = []
     for file in _files(path):
         try:
-            with open(file, encoding="utf-8") as f:
+            with open(file, encoding="utf-8-sig") as f:  # a byte-order mark is not part of line 1
                 examples.extend(parse(f, source=file))
         except UnicodeDecodeError as e:
             raise CorpusError(f"{file}: is not UTF-8 text ({e.reason} at byte {e.start}).") from None
