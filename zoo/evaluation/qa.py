@@ -106,3 +106,48 @@ def format_table(metrics: Dict[str, float], kinds: Sequence[str], prefix: str = 
             lines.append(f"{kind:<14}{metrics[f'{prefix}accuracy{suffix}']:>10.3f}"
                          f"{metrics[f'{prefix}evidence{suffix}']:>10.3f}")
     return "\n".join(lines)
+
+
+def evaluate_qa(cfg, saved_dir: str, model_config, data_cfg, log_run_id, uri: str, workdir: str) -> Dict[str, float]:
+    """``evaluate.py`` on a story-QA SavedModel: scores ``cfg.split`` of ``data_cfg`` and logs
+    ``<split>_*`` to the run (``run_id``) or to a new run of ``<experiment>-evaluation``."""
+    import mlflow
+    import tensorflow as tf
+
+    from zoo.config import ConfigError
+    from zoo.data import load_task
+    from zoo.tracking import mlflow_run, ui_command
+
+    if cfg.interactive:
+        raise ConfigError("interactive=true reads sentences to translate; a story-QA model takes a story and a "
+                          "question: use its SavedModel's answer(story, question) or the pyfunc model.")
+    overrides = {k: v for k, v in _container(cfg.decoding).items() if v is not None}
+    if overrides or cfg.get("compare_to") is not None:
+        raise ConfigError("decoding overrides and compare_to are for translation models; a story-QA model "
+                          "answers with one word.")
+    saved = tf.saved_model.load(saved_dir)
+    task = load_task(data_cfg)
+    examples = task.examples[cfg.split]
+    metrics, outputs = score_qa(saved.answer, examples, int(cfg.batch_size))
+    print(f"\n{cfg.split} split of {data_cfg.name}: {len(examples)} questions")
+    print(format_table({f"{cfg.split}_{k}": v for k, v in metrics.items()}, task.kinds, prefix=f"{cfg.split}_"))
+    if cfg.log:
+        if log_run_id is not None:
+            context = mlflow_run(uri, cfg.tracking.experiment, run_id=log_run_id)
+        else:
+            context = mlflow_run(uri, f"{cfg.tracking.experiment}-evaluation", tags={
+                "zoo.model_source": str(cfg.get("run_id") or cfg.get("saved_model") or cfg.get("model_uri")),
+                "zoo.data": str(data_cfg.name)})
+        with context as run:
+            word_attention = bool(np.any([np.any(w) for w in outputs["word_attention"][:10]]))
+            log_qa_outputs(cfg.split, examples, metrics, outputs, int(cfg.tracking.attention_plots),
+                           int(cfg.tracking.predictions), workdir, word_attention)
+        mlflow.set_tracking_uri(uri)
+        print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
+    return {f"{cfg.split}_{k}": v for k, v in metrics.items()}
+
+
+def _container(node) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(node) if OmegaConf.is_config(node) else dict(node or {})
