@@ -45,15 +45,15 @@ DATA_SIZES = {"source_vocab_size", "target_vocab_size"}  # from the data, never 
 NOT_IN_CONFIG = {"nadaraya_watson": {"parametric"}}
 
 
-# Story-QA models (tests/test_qa_models.py) take the data's vocabulary (and memory_network its memory) size.
-QA_DATA_SIZES = {"memory_network": {"vocab_size", "memory_size"}}
+# Story-QA models (tests/test_qa_models.py) take the data's vocabulary and memory sizes.
+QA_DATA_SIZES = {"vocab_size", "memory_size"}
 
 
 def data_sizes(name):
     if name in SEQ2SEQ:
         return DATA_SIZES
     if zoo.models.MODELS.meta(name).get("task") == "qa":
-        return QA_DATA_SIZES.get(name, {"vocab_size"})
+        return QA_DATA_SIZES
     return set()
 
 

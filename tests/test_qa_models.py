@@ -28,8 +28,7 @@ ANSWER = np.array([[13], [16]], dtype="int32")
 
 def make(name, **overrides):
     keras.utils.set_random_seed(0)
-    sizes = {"vocab_size": VOCAB, "memory_size": MEMORY} if name == "memory_network" else {"vocab_size": VOCAB}
-    return zoo.models.create(name, **sizes, **{**TINY[name], **overrides})
+    return zoo.models.create(name, vocab_size=VOCAB, memory_size=MEMORY, **{**TINY[name], **overrides})
 
 
 def test_every_qa_model_has_a_tiny_setting_and_a_qa_config():
@@ -135,5 +134,4 @@ def test_aoa_reader_without_generator_answers_only_story_words():
 @pytest.mark.parametrize("name", QA)
 def test_config_kwargs_build_the_model(name):
     kwargs = model_kwargs(compose_train([f"model={name}", "data=story_qa"]).model)
-    sizes = {"vocab_size": VOCAB, "memory_size": MEMORY} if name == "memory_network" else {"vocab_size": VOCAB}
-    assert zoo.models.create(name, **sizes, **kwargs).ensure_built().count_params() > 0
+    assert zoo.models.create(name, vocab_size=VOCAB, memory_size=MEMORY, **kwargs).ensure_built().count_params() > 0

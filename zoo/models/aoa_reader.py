@@ -7,6 +7,7 @@ import zoo.attention
 from zoo import checks
 from zoo.models.qa_model import (
     QAModel,
+    encode_story,
     encode_words,
     flat_story,
     make_word_encoder,
@@ -44,14 +45,15 @@ class AoAReader(QAModel):
 
     has_word_attention = True
 
-    def __init__(self, vocab_size, embed_dim=32, hidden_size=32, cell="gru", generator=True, **kwargs):
+    def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", generator=True, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = checks.positive_int("vocab_size", vocab_size)
         self.embed_dim = checks.positive_int("embed_dim", embed_dim)
         self.hidden_size = checks.positive_int("hidden_size", hidden_size)
         self.cell = checks.choice("cell", cell, RNN_CELLS)
         self.generator = bool(generator)
-        make_word_encoder(self, self.vocab_size, self.embed_dim, self.hidden_size, self.cell)
+        self.memory_size = checks.positive_int("memory_size", memory_size)
+        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.aoa = zoo.attention.create("attention_over_attention", name="aoa")
         if self.generator:
             self.vocabulary_head = keras.layers.Dense(self.vocab_size, name="vocabulary_head")
@@ -60,7 +62,7 @@ class AoAReader(QAModel):
     def read(self, story, question, training=None):
         words = flat_story(story)
         word_mask, _, question_mask = masks(words, question)
-        h_doc = encode_words(self, words, word_mask, training)
+        h_doc = encode_story(self, story, training)
         h_query = encode_words(self, question, question_mask, training)
         s = self.aoa(h_doc, h_query, document_mask=word_mask, query_mask=question_mask)  # [B, S*W]
         p = pointer_distribution(ops.cast(s, "float32"), words, self.vocab_size)
@@ -77,12 +79,12 @@ class AoAReader(QAModel):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
+        config.update({"vocab_size": self.vocab_size, "memory_size": self.memory_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
                        "cell": self.cell, "generator": self.generator})
         return config
 
 
 @register_model("aoa_reader", task="qa")
-def aoa_reader(vocab_size, embed_dim=32, hidden_size=32, cell="gru", generator=True, **kwargs):
-    return AoAReader(vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell, generator=generator,
+def aoa_reader(vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", generator=True, **kwargs):
+    return AoAReader(vocab_size, memory_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell, generator=generator,
                      name="aoa_reader", **kwargs)

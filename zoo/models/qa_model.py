@@ -72,18 +72,40 @@ def words_to_sentences(word_weights, shape):
     return ops.expand_dims(ops.sum(ops.reshape(word_weights, shape), axis=-1), 1)
 
 
-def make_word_encoder(model, vocab_size, embed_dim, hidden_size, cell="gru"):
-    """Sets ``model.embedding`` and ``model.encoder`` (a bidirectional ``cell`` RNN, ``hidden_size``
-    per direction), shared by the story and the question as in Cui et al. (2017)."""
+def make_word_encoder(model, vocab_size, memory_size, embed_dim, hidden_size, cell="gru"):
+    """Sets ``model.embedding``, ``model.encoder`` (a bidirectional ``cell`` RNN, ``hidden_size`` per
+    direction, shared by the story's sentences and the question as in Cui et al. 2017) and
+    ``model.temporal`` (an embedding of each sentence's age, as Sukhbaatar et al. 2015's temporal
+    encoding)."""
     from zoo.models.rnn import make_rnn
 
     model.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding", dtype=model.dtype_policy)
     model.encoder = make_rnn(cell, hidden_size, "encoder", bidirectional=True, dtype=model.dtype_policy)
+    model.temporal = keras.layers.Embedding(memory_size, 2 * hidden_size, name="temporal",
+                                            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.1),
+                                            dtype=model.dtype_policy)
 
 
 def encode_words(model, ids, mask, training=None):
     """``[B, T]`` ids -> ``[B, T, 2 * hidden_size]`` states of ``model.encoder`` (padding skipped)."""
     return model.encoder(model.embedding(ids), mask=mask, training=training)[0]
+
+
+def encode_story(model, story, training=None):
+    """``story [B, S, W]`` -> ``[B, S * W, 2 * hidden_size]``: each sentence read by ``model.encoder``
+    on its own (short sequences: fast on a CPU), plus the temporal encoding of its age (the last
+    sentence 0), so a reader can tell the latest of two matching sentences."""
+    shape = ops.shape(story)
+    batch, sentences, words = shape[0], shape[1], shape[2]
+    word_mask, sentence_mask, _ = masks(story, story[:, 0])
+    flat = ops.reshape(story, (batch * sentences, words))
+    states = encode_words(model, flat, ops.reshape(word_mask, (batch * sentences, words)), training)
+    states = ops.reshape(states, (batch, sentences, words, ops.shape(states)[-1]))
+    count = ops.sum(ops.cast(sentence_mask, "int32"), axis=-1, keepdims=True)
+    age = ops.clip(count - 1 - ops.arange(sentences)[None, :], 0, model.temporal.input_dim - 1)
+    states = states + ops.expand_dims(model.temporal(age), 2)
+    states = states * ops.cast(ops.expand_dims(word_mask, -1), states.dtype)
+    return ops.reshape(states, (batch, sentences * words, ops.shape(states)[-1]))
 
 
 def flat_story(story):

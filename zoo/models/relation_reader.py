@@ -7,7 +7,7 @@ import zoo.attention
 from zoo import checks
 from zoo.attention.base_attention import masked_softmax
 from zoo.attention.input_attention import COMBINATIONS
-from zoo.models.qa_model import QAModel, encode_words, flat_story, make_word_encoder, masks
+from zoo.models.qa_model import QAModel, encode_story, encode_words, flat_story, make_word_encoder, masks
 from zoo.models.rnn import RNN_CELLS
 from zoo.models.seq2seq_model import register_model
 
@@ -36,7 +36,7 @@ class RelationReader(QAModel):
     hops = 2
     has_word_attention = True
 
-    def __init__(self, vocab_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation",
+    def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation",
                  mlp_units=64, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = checks.positive_int("vocab_size", vocab_size)
@@ -45,7 +45,8 @@ class RelationReader(QAModel):
         self.cell = checks.choice("cell", cell, RNN_CELLS)
         self.combination = checks.choice("combination", combination, COMBINATIONS)
         self.mlp_units = checks.positive_int("mlp_units", mlp_units)
-        make_word_encoder(self, self.vocab_size, self.embed_dim, self.hidden_size, self.cell)
+        self.memory_size = checks.positive_int("memory_size", memory_size)
+        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.entity_pointers = keras.layers.Dense(2, use_bias=False, name="entity_pointers")
         self.word_projection = keras.layers.Dense(self.embed_dim, use_bias=False, name="word_projection")
         self.input_attention = zoo.attention.create("input_attention", combination=self.combination,
@@ -56,7 +57,7 @@ class RelationReader(QAModel):
     def read(self, story, question, training=None):
         words = flat_story(story)
         word_mask, _, question_mask = masks(words, question)
-        z = encode_words(self, words, word_mask, training)
+        z = encode_story(self, story, training)
         h_question = encode_words(self, question, question_mask, training)
         pointer = masked_softmax(ops.swapaxes(self.entity_pointers(h_question), 1, 2),
                                  ops.expand_dims(question_mask, 1))  # [B, 2, Wq]
@@ -73,13 +74,13 @@ class RelationReader(QAModel):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
+        config.update({"vocab_size": self.vocab_size, "memory_size": self.memory_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
                        "cell": self.cell, "combination": self.combination, "mlp_units": self.mlp_units})
         return config
 
 
 @register_model("relation_reader", task="qa")
-def relation_reader(vocab_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation", mlp_units=64,
+def relation_reader(vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation", mlp_units=64,
                     **kwargs):
-    return RelationReader(vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell,
+    return RelationReader(vocab_size, memory_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell,
                           combination=combination, mlp_units=mlp_units, name="relation_reader", **kwargs)

@@ -5,7 +5,7 @@ from keras import ops
 
 import zoo.attention
 from zoo import checks
-from zoo.models.qa_model import QAModel, encode_words, flat_story, make_word_encoder, masks
+from zoo.models.qa_model import QAModel, encode_story, encode_words, flat_story, make_word_encoder, masks
 from zoo.models.rnn import RNN_CELLS
 from zoo.models.seq2seq_model import register_model
 
@@ -30,7 +30,7 @@ class SelfAttentiveReader(QAModel):
 
     has_word_attention = True
 
-    def __init__(self, vocab_size, embed_dim=32, hidden_size=32, cell="gru", units=32, hops=4, penalty=0.1,
+    def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", units=32, hops=4, penalty=0.1,
                  mlp_units=64, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = checks.positive_int("vocab_size", vocab_size)
@@ -41,7 +41,8 @@ class SelfAttentiveReader(QAModel):
         self.hops = checks.positive_int("hops", hops)
         self.penalty = checks.non_negative_float("penalty", penalty)
         self.mlp_units = checks.positive_int("mlp_units", mlp_units)
-        make_word_encoder(self, self.vocab_size, self.embed_dim, self.hidden_size, self.cell)
+        self.memory_size = checks.positive_int("memory_size", memory_size)
+        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.self_attentive = zoo.attention.create("self_attentive", units=self.units, hops=self.hops,
                                                    penalty=self.penalty, name="self_attentive")
         self.mlp = keras.layers.Dense(self.mlp_units, activation="relu", name="mlp")
@@ -50,7 +51,7 @@ class SelfAttentiveReader(QAModel):
     def read(self, story, question, training=None):
         words = flat_story(story)
         word_mask, _, question_mask = masks(words, question)
-        h_story = encode_words(self, words, word_mask, training)
+        h_story = encode_story(self, story, training)
         h_question = encode_words(self, question, question_mask, training)
         count = ops.maximum(ops.sum(ops.cast(question_mask, h_question.dtype), axis=1, keepdims=True), 1.0)
         q = ops.sum(h_question * ops.cast(ops.expand_dims(question_mask, -1), h_question.dtype), axis=1) / count
@@ -64,14 +65,14 @@ class SelfAttentiveReader(QAModel):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocab_size": self.vocab_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
+        config.update({"vocab_size": self.vocab_size, "memory_size": self.memory_size, "embed_dim": self.embed_dim, "hidden_size": self.hidden_size,
                        "cell": self.cell, "units": self.units, "hops": self.hops, "penalty": self.penalty,
                        "mlp_units": self.mlp_units})
         return config
 
 
 @register_model("self_attentive_reader", task="qa")
-def self_attentive_reader(vocab_size, embed_dim=32, hidden_size=32, cell="gru", units=32, hops=4, penalty=0.1,
+def self_attentive_reader(vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", units=32, hops=4, penalty=0.1,
                           mlp_units=64, **kwargs):
-    return SelfAttentiveReader(vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell, units=units,
+    return SelfAttentiveReader(vocab_size, memory_size, embed_dim=embed_dim, hidden_size=hidden_size, cell=cell, units=units,
                                hops=hops, penalty=penalty, mlp_units=mlp_units, name="self_attentive_reader", **kwargs)
