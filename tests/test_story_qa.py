@@ -116,7 +116,7 @@ def test_encoding_splits_sentences_by_line_or_by_full_stop():
 
 
 def test_arrays_and_batches(babi_file):
-    task = build_task(path=str(babi_file), val_size=1, test_size=1, seed=1)
+    task = build_task(path=str(babi_file), val_size=1, test_size=1, seed=1, min_freq=1)  # every word kept
     data = arrays(task, "train")
     n = len(task.examples["train"])
     assert data["story"].shape[0] == n and data["story"].dtype == np.int32

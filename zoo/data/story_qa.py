@@ -145,7 +145,7 @@ def _truncate(example, memory_size: int):
 def build_task(seed: int = 0, train_size: int = 10000, val_size: int = 1000, test_size: int = 1000,
                kinds: Sequence[str] = ("single_fact", "two_facts", "yes_no", "counting", "relation"),
                min_sentences: int = 2, max_sentences: int = 12, memory_size: int = 50,
-               path: Optional[str] = None, test_path: Optional[str] = None, min_freq: int = 1) -> QATask:
+               path: Optional[str] = None, test_path: Optional[str] = None, min_freq: int = 2) -> QATask:
     """``data=story_qa``: generated stories (``path: null``) or a user's bAbI files.
 
     Generated: ``train_size + val_size + test_size`` examples from ``zoo.data.babi.generate(seed)``,
