@@ -159,3 +159,19 @@ def test_qa_metrics_per_kind():
     table = format_table({f"test_{k}": v for k, v in metrics.items()}, ["single_fact", "yes_no", "counting"])
     assert table.splitlines()[1].split() == ["single_fact", "1.000", "1.000"]
     assert table.splitlines()[-1].split() == ["all", "0.667", "1.000"]
+
+
+def test_qa_models_and_data_are_listed_by_task_and_mismatches_are_named():
+    import zoo.models
+    from zoo import catalog
+    from zoo.config import precheck
+
+    assert catalog.data_task("story_qa") == "qa" and catalog.data_task("dates") == "seq2seq"
+    assert catalog.models("qa") == zoo.models.names(task="qa") == [
+        "aoa_reader", "coattention_reader", "memory_network", "relation_reader", "self_attentive_reader"]
+    assert precheck(["model=memory_network"]) == (
+        "model=memory_network is a qa model and data=dates a seq2seq task. "
+        "Models for data=dates: bahdanau, luong, seq2seq, transformer")
+    assert precheck(["model=bahdanau", "data=story_qa"]).startswith(
+        "model=bahdanau is a seq2seq model and data=story_qa a qa task. Models for data=story_qa: aoa_reader")
+    assert precheck(["model=memory_network", "data=story_qa", "model.encoding=location_2"]) is None
