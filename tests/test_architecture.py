@@ -152,4 +152,4 @@ def test_lazy_subpackages():
     code = "import zoo; print(zoo.models.names()[:1], zoo.attention.names()[:1])"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "['bahdanau'] ['additive']" in result.stdout
+    assert "['aoa_reader'] ['additive']" in result.stdout

@@ -9,7 +9,7 @@ from conftest import compose, run_python
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
+    (["model=nope"], "Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
     (["data=fra"], f"Unknown data 'fra'. Available: {', '.join(catalog.datasets())}"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
@@ -40,7 +40,7 @@ def test_precheck_accepts_good_command_lines(argv):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "error: Unknown model 'nope'. Available: bahdanau, luong, nadaraya_watson, seq2seq, transformer"),
+    (["model=nope"], "error: Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, transformer"),
     (["trainer.epochs=abc"], "error: trainer.epochs='abc' is not valid: expected an integer (default: 20)."),
 ])
 def test_train_py_exits_with_one_line_and_no_traceback(argv, expected):

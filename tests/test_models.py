@@ -45,8 +45,21 @@ DATA_SIZES = {"source_vocab_size", "target_vocab_size"}  # from the data, never 
 NOT_IN_CONFIG = {"nadaraya_watson": {"parametric"}}
 
 
+# Story-QA models (tests/test_qa_models.py) take the data's vocabulary and memory sizes.
+QA_DATA_SIZES = {"vocab_size", "memory_size"}
+
+
+def data_sizes(name):
+    if name in SEQ2SEQ:
+        return DATA_SIZES
+    if zoo.models.MODELS.meta(name).get("task") == "qa":
+        return QA_DATA_SIZES
+    return set()
+
+
 def model_class(name):
-    sizes = {"source_vocab_size": SRC_VOCAB, "target_vocab_size": TGT_VOCAB} if name in SEQ2SEQ else {}
+    sizes = {"source_vocab_size": SRC_VOCAB, "target_vocab_size": TGT_VOCAB} if name in SEQ2SEQ else \
+        {k: 7 for k in data_sizes(name)}
     return type(zoo.models.create(name, **sizes))
 
 
@@ -60,7 +73,7 @@ def test_config_defaults_are_the_constructor_defaults(name):
     defaults = {k: p.default for k, p in params.items()
                 if p.default is not p.empty and k not in NOT_IN_CONFIG.get(name, ())}
     required = {k for k, p in params.items() if k != "self" and p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD}
-    assert required == (DATA_SIZES if name in SEQ2SEQ else set())
+    assert required == data_sizes(name)
     # attention_options: None in Python (the layer's own defaults); in a config, nothing or exactly
     # the layer's defaults, conf/attention/<attention>.yaml.
     if "attention_options" in defaults:

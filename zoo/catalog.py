@@ -49,7 +49,7 @@ def attention_kind(name: str) -> Optional[str]:
 
 
 def models(task: Optional[str] = None) -> List[str]:
-    """Model names; ``task="seq2seq"`` or ``"regression"`` keeps the models of that task."""
+    """Model names; ``task="seq2seq"``, ``"regression"`` or ``"qa"`` keeps the models of that task."""
     return [n for n in options("model") if task is None or _yaml("model", n).get("task", "seq2seq") == task]
 
 
@@ -60,6 +60,11 @@ def model_has_attention(name: str) -> bool:
 
 def model_task(name: str) -> str:
     return _yaml("model", name).get("task", "seq2seq")
+
+
+def data_task(name: str) -> str:
+    """The ``task`` a dataset's config declares (``seq2seq`` when absent, ``regression``, ``qa``)."""
+    return _yaml("data", name).get("task", "seq2seq") if name in options("data") else "seq2seq"
 
 
 def datasets() -> List[str]:

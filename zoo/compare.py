@@ -16,6 +16,9 @@ also writes the figure there; ``--no-log`` logs nothing.
 
     python -m zoo.compare --data reverse --by-length
     python -m zoo.compare --data tatoeba --by-length --metric test_bleu
+
+On story QA (``--data story_qa``, any data whose config says ``task: qa``) the table has one
+column per kind of question, each cell ``test accuracy / evidence``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Dict, List, Optional
 from hydra.experimental.callback import Callback
 
 import zoo.metrics
+from zoo import catalog
 from zoo.catalog import CONF_DIR
 from zoo.evaluation.by_length import columns, read_csv
 from zoo.evaluation.evaluate import evaluate
@@ -39,6 +43,7 @@ from zoo.tracking import mlflow_run, resolve_tracking_uri
 COMPARISON_KIND = "comparison"
 SWEEP_KIND = "sweep"
 NOT_TRAINING_RUNS = (COMPARISON_KIND, SWEEP_KIND)
+QA_KINDS = ("single_fact", "two_facts", "yes_no", "counting", "relation")  # zoo.data.babi.KINDS, in its order
 
 
 def _attention(run) -> str:
@@ -361,6 +366,29 @@ def paired(run_a: str, run_b: str, uri=None, samples: int = 1000) -> Dict[str, f
     return evaluate(cfg)
 
 
+def qa_table(experiment="attention-zoo", data="story_qa", uri=None) -> Optional[str]:
+    """Story QA: the newest run per model (and attention), one column per kind of question, each cell
+    ``test accuracy / evidence`` (the share of (question, hop) pairs whose most-attended sentence
+    is gold evidence, ``zoo.metrics.evidence``); None when there are no runs."""
+    runs = newest_runs(experiment, data, "test_accuracy", uri=uri)
+    if not runs:
+        return None
+    runs = sorted(runs, key=lambda r: (r.get("tags.zoo.model"), _attention(r)))
+    kinds = [k for k in QA_KINDS if any(f"metrics.test_accuracy_{k}" in r and
+                                        r[f"metrics.test_accuracy_{k}"] == r[f"metrics.test_accuracy_{k}"] for r in runs)]
+
+    def cell(run, suffix):
+        accuracy, evidence = run.get(f"metrics.test_accuracy{suffix}"), run.get(f"metrics.test_evidence{suffix}")
+        if accuracy is None or accuracy != accuracy:
+            return "-"
+        return f"{accuracy:.3f} / {evidence:.3f}"
+
+    rows = [[_label(run), *[cell(run, f"_{k}") for k in kinds], cell(run, ""),
+             f"{run.get('metrics.train_seconds', float('nan')):.0f}", f"{int(run.get('metrics.num_params', 0)):,}",
+             run["run_id"][:8]] for run in runs]
+    return _markdown(["model", *kinds, "all", "train s", "params", "run"], rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="attention-zoo")
@@ -430,6 +458,11 @@ def main(argv=None):
         if args.out:
             print(f"Figure: {args.out}")
         return 0
+    if args.data and catalog.data_task(args.data) == "qa":  # story QA: accuracy and evidence per kind
+        out = qa_table(args.experiment, args.data, args.tracking_uri)
+        print(out or f"No finished runs on data {args.data} in experiment '{args.experiment}'.",
+              file=sys.stdout if out else sys.stderr)
+        return 0 if out else 1
     out = table(args.experiment, args.data, args.metric, args.all, args.tracking_uri, rank=args.rank)
     if out is None:
         print(f"No finished runs in experiment '{args.experiment}'.", file=sys.stderr)

@@ -39,6 +39,9 @@ def sample_inputs(name, seed=0):
         "attention_over_attention": lambda: [rand(B, TV, D), rand(B, TQ, D)],
         "nadaraya_watson": lambda: [rng.uniform(0, 5, (B, TQ)).astype("float32"),
                                     rng.uniform(0, 5, (B, TV)).astype("float32"), rand(B, TV)],
+        "input_attention": lambda: [rand(B, TV, D), rand(B, D), rand(B, D)],
+        "location_memory": lambda: [rand(B, TV, D)],
+        "key_value_memory": lambda: [rand(B, D), rand(B, TV, D), rand(B, TV, D)],
     }[name]()
 
 

@@ -141,6 +141,11 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
             raise ConfigError(f"{saved_dir} has no assets.extra/config.yaml: it was not exported by train.py, "
                               f"so the data to score it on is unknown.")
         model_config = OmegaConf.load(extra / "config.yaml")
+        if model_config.model.get("task") == "qa":  # story QA: answers and evidence, zoo.evaluation.qa
+            from zoo.evaluation.qa import evaluate_qa
+
+            return evaluate_qa(cfg, saved_dir, model_config, _data_config(cfg, model_config), log_run_id, uri,
+                               workdir)
         saved = tf.saved_model.load(saved_dir)
         translate_fn = saved.translate
         keras_model = None

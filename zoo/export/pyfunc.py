@@ -34,3 +34,22 @@ def log_pyfunc(saved_dir: str) -> None:
         warnings.simplefilter("ignore", UserWarning)  # MLflow's hints about type hints and input examples
         mlflow.pyfunc.log_model(name="model", python_model=str(SERVED_CODE), artifacts={"saved_model": saved_dir},
                                 pip_requirements=pyfunc_requirements(), signature=signature)
+
+
+READER_CODE = Path(__file__).resolve().parent / "reader_pyfunc_model.py"
+
+
+def log_reader_pyfunc(saved_dir: str) -> None:
+    """Logs ``model/`` for a story-QA run: a pyfunc over the SavedModel (DataFrame ``story``,
+    ``question`` -> answers)."""
+    import mlflow
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    example = pd.DataFrame({"story": ["Mary moved to the bathroom.\nJohn went to the hallway."],
+                            "question": ["Where is Mary?"]})
+    signature = infer_signature(example, pd.Series(["bathroom"], name="answer"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        mlflow.pyfunc.log_model(name="model", python_model=str(READER_CODE), artifacts={"saved_model": saved_dir},
+                                pip_requirements=pyfunc_requirements(), signature=signature)

@@ -56,11 +56,12 @@ class Metric:
     def score(self, hypotheses: Sequence[str], references: Sequence[str], *,
               hypothesis_tokens: Optional[Sequence[Sequence[str]]] = None,
               reference_tokens: Optional[Sequence[Sequence[str]]] = None,
-              sources: Optional[Sequence[str]] = None) -> Optional[float]:
+              sources: Optional[Sequence[str]] = None, **inputs) -> Optional[float]:
         """The score of ``hypotheses`` against ``references``, or None where the metric needs an
-        input that was not given (tokens for token accuracy, repeated sources for ``bleu_multiref``)."""
+        input that was not given (tokens for token accuracy, repeated sources for ``bleu_multiref``,
+        ``sentence_attention`` and ``supporting`` for ``evidence``)."""
         value = self.scorer(hypotheses, references, hypothesis_tokens=hypothesis_tokens,
-                            reference_tokens=reference_tokens, sources=sources)
+                            reference_tokens=reference_tokens, sources=sources, **inputs)
         return None if value is None else float(value)
 
     def format(self, value: Optional[float], precise: bool = False) -> str:

@@ -44,8 +44,9 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
     check_trainer(cfg.trainer)
     cfg = _resolve(cfg)
     example_pairs = parse_examples(cfg.get("examples"), cfg.get("examples_bleu_k", 2))
-    if example_pairs and cfg.model.get("task") == "regression":
-        raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a regression model.")
+    if example_pairs and cfg.model.get("task") in ("regression", "qa"):
+        raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a "
+                          f"{cfg.model.task} model.")
     quiet_tensorflow()
     if cfg.model.get("task") == "regression":
         from zoo.training.regression import train_regression
@@ -58,6 +59,10 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
         resume.check_config(resume_run, cfg)
     runtime = setup(cfg.trainer, int(cfg.seed))  # before any other TensorFlow op
     try:
+        if cfg.model.get("task") == "qa":  # story QA: same loop and run contract, its own data and export
+            from zoo.training.qa import train_qa
+
+            return train_qa(cfg, runtime, uri, resume_run, stopped_message=_stopped_message)
         return _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch)
     finally:
         reset_policy()
