@@ -9,7 +9,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from zoo.config import ConfigError, exit_on_bad_command_line
+from zoo.config import ConfigError, exit_on_bad_command_line, print_errors
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -19,7 +19,7 @@ def main(cfg: DictConfig) -> float:
     try:
         metrics = train(cfg)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print_errors(error)
         sys.exit(2)
     except NonFiniteLoss as error:
         print(f"error: {error}", file=sys.stderr)
