@@ -109,8 +109,13 @@ def constraint_problems(constraints, values):
             expected += f" with {condition}"
         if why:
             expected += f": {why}"
-        problems.append({"key": key, "value": value, "expected": expected,
-                         "fix": " or ".join(f"{key}={v}" for v in _nearest_multiples(value, step))})
+        fixes = [f"{key}={v}" for v in _nearest_multiples(value, step)]
+        if other:  # or keep the value and change the divisor: the nearest one that divides it
+            factor = step // divisor
+            fitting = [d for d in range(1, value + 1) if value % (d * factor) == 0]
+            if fitting:
+                fixes.append(f"{other}={min(fitting, key=lambda d: (abs(d - divisor), d))}")
+        problems.append({"key": key, "value": value, "expected": expected, "fix": " or ".join(fixes)})
     return problems
 
 

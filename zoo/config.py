@@ -23,7 +23,7 @@ ATTENTION_GROUP = "attention@model.attention_options"
 RENAMED = {("transformer", "hidden_size"): "intermediate_dim"}
 
 
-def hydra_overrides(argv: Sequence[str]) -> List[str]:
+def hydra_overrides(argv: Sequence[str], config_name: str = "train") -> List[str]:
     """The command line as Hydra composes it.
 
     ``model.attention=concat`` (the contract spelling) selects the attention config group that the
@@ -31,11 +31,16 @@ def hydra_overrides(argv: Sequence[str]) -> List[str]:
     so Hydra composes the layer's full hyperparameters from ``conf/attention/concat.yaml``; sweeps
     (``model.attention=dot,general``) stay sweeps. The options are then part of the config, so
     ``+model.attention_options.<key>=...`` (the spelling before) sets them like any other key.
+    For ``evaluate``, ``data=<name>`` becomes ``data={name:<name>}`` (see ``data_name``).
     """
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") == "model.attention":
+        if sep and config_name == "evaluate" and key == "data" and value not in ("null", ""):
+            # evaluate.py's data=<name> is a value, but Hydra takes any key named like a config
+            # group (conf/data/) for a group override; a mapping is always a value.
+            out.append(f"data={{name:{value}}}")
+        elif sep and key.lstrip("+~") == "model.attention":
             out.append(f"{ATTENTION_GROUP}={value}")
         elif sep and key.startswith("+model.attention_options."):
             out.append(arg[1:])
@@ -52,7 +57,7 @@ def compose_train(overrides: Sequence[str] = (), config_name: str = "train") -> 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name=config_name, overrides=hydra_overrides(list(overrides)))
+            return compose(config_name=config_name, overrides=hydra_overrides(list(overrides), config_name))
     finally:
         GlobalHydra.instance().clear()
 
@@ -67,6 +72,11 @@ def model_kwargs(model_cfg: Any) -> Dict[str, Any]:
     if isinstance(kwargs.get("attention_options"), dict):
         kwargs["attention_options"] = {k: v for k, v in kwargs["attention_options"].items() if k not in ("name", "kind")}
     return kwargs
+
+
+def data_name(value: Any) -> str:
+    """The dataset an evaluation config names: ``data={name: dates}`` (from ``data=dates``) or ``dates``."""
+    return str(value.get("name")) if OmegaConf.is_dict(value) or isinstance(value, dict) else str(value)
 
 
 def alignment_attentions() -> List[str]:
@@ -367,8 +377,9 @@ def evaluate_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None) ->
     check.choice("split", ("train", "val", "test"))
     check.positive_int("batch_size")
     check.positive_int("bootstrap_samples")
-    if cfg.get("data") is not None:
-        check.choice("data", catalog.datasets())
+    if cfg.get("data") is not None and data_name(cfg.data) not in catalog.datasets():
+        check.add(f"data={data_name(cfg.data)} is not valid. Available: {', '.join(catalog.datasets())} "
+                  f"(default: null = the data the model was trained on)")
     decoding_problems(check, optional=True)
     uri = cfg.get("tracking", {}).get("uri")
     if cfg.get("saved_model") is not None:
@@ -464,11 +475,52 @@ def _hydra_message(error: Exception, defaults: Optional[DictConfig] = None) -> s
 
 
 def _is_group(override: str) -> bool:
-    return (CONF_DIR / override.split("=")[0].lstrip("+~").split("@")[0]).is_dir()
+    key, _, value = override.partition("=")
+    return not value.startswith("{") and (CONF_DIR / key.lstrip("+~").split("@")[0]).is_dir()
 
 
 def _key(override: str) -> str:
     return override.split("=")[0].lstrip("+~")
+
+
+_REFUSED = re.compile(r"(?:Could not override|Could not find|Key|Could not append to config\. An item is already at)"
+                      r" '([^']+)'")
+
+
+def _refused(error: Exception, overrides: List[str]) -> List[str]:
+    """The overrides Hydra's ``error`` names (by key, or by group for a missing group choice)."""
+    match = _REFUSED.search(str(error))
+    if not match:
+        return []
+    named = match.group(1)
+    group = named.rpartition("/")[0] if "Could not find" in match.group(0) else None
+    return [o for o in overrides if _key(o) == named or (group and _key(o).split("@")[0] == group)
+            or (not group and named.startswith(_key(o) + "."))]
+
+
+def _compose_dropping(compose, config_name: str, fixed: List[str], overrides: List[str], defaults, found):
+    """Composes ``fixed + overrides``; each override Hydra refuses gets its line in ``found`` and is
+    dropped (the one the error names; else found by composing one at a time). Returns
+    ``(cfg, kept overrides)``."""
+    kept = list(overrides)
+    while True:
+        try:
+            return compose(config_name=config_name, overrides=fixed + kept), kept
+        except Exception as error:  # noqa: BLE001 - composition errors become one line
+            message = _hydra_message(error, defaults)
+            culprits = _refused(error, kept)
+            if not culprits:
+                break
+            found.append(message)
+            kept = [o for o in kept if o not in culprits]
+    good: List[str] = []
+    for override in kept:
+        try:
+            compose(config_name=config_name, overrides=fixed + good + [override])
+            good.append(override)
+        except Exception as error:  # noqa: BLE001
+            found.append(_hydra_message(error, defaults))
+    return compose(config_name=config_name, overrides=fixed + good), good
 
 
 def _compose_collecting(compose, config_name: str, candidate: List[str]):
@@ -477,32 +529,12 @@ def _compose_collecting(compose, config_name: str, candidate: List[str]):
     groups = [o for o in candidate if _is_group(o)]
     others = [o for o in candidate if not _is_group(o)]
     found: List[str] = []
-    try:
-        defaults = compose(config_name=config_name, overrides=groups)
-    except Exception:  # noqa: BLE001 - find the bad group choices one at a time
-        good = []
-        for override in groups:
-            try:
-                compose(config_name=config_name, overrides=good + [override])
-                good.append(override)
-            except Exception as error:  # noqa: BLE001 - composition errors become one line
-                found.append(_hydra_message(error))
-                node = _key(override).split("@")[-1]
-                others = [o for o in others if not _key(o).startswith(node + ".")]  # keys of a group not chosen
-        groups = good
-        defaults = compose(config_name=config_name, overrides=groups)
-    try:
-        cfg = compose(config_name=config_name, overrides=groups + others)
-        applied = others
-    except Exception:  # noqa: BLE001 - find the bad keys one at a time
-        applied = []
-        for override in others:
-            try:
-                compose(config_name=config_name, overrides=groups + applied + [override])
-                applied.append(override)
-            except Exception as error:  # noqa: BLE001
-                found.append(_hydra_message(error, defaults))
-        cfg = compose(config_name=config_name, overrides=groups + applied)
+    defaults, good_groups = _compose_dropping(compose, config_name, [], groups, None, found)
+    for override in groups:
+        if override not in good_groups:  # keys under a group that was not chosen are not checked
+            node = _key(override).split("@")[-1]
+            others = [o for o in others if not _key(o).startswith(node + ".")]
+    cfg, applied = _compose_dropping(compose, config_name, good_groups, others, defaults, found)
     return cfg, defaults, found, [_key(o) for o in applied]
 
 
@@ -520,7 +552,8 @@ def problems(argv: Sequence[str], config_name: str = "train") -> List[str]:
 
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return []  # --help, --cfg, ...: Hydra's business
-    overrides = hydra_overrides([a for a in argv if not a.startswith("-") and not a.startswith("hydra")])
+    overrides = hydra_overrides([a for a in argv if not a.startswith("-") and not a.startswith("hydra")],
+                                config_name)
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as error:  # noqa: BLE001 - Hydra's parse errors
@@ -576,7 +609,7 @@ def exit_on_bad_command_line(config_name: str) -> None:
     if found:
         print_errors(found)
         sys.exit(2)
-    sys.argv[1:] = hydra_overrides(sys.argv[1:])
+    sys.argv[1:] = hydra_overrides(sys.argv[1:], config_name)
 
 
 def print_errors(lines: Any) -> None:
