@@ -25,7 +25,10 @@ class Refuse(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Refuse())
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as `python <script>` does
-runpy.run_path(sys.argv[0], run_name="__main__")
+if sys.argv[0].endswith(".py"):
+    runpy.run_path(sys.argv[0], run_name="__main__")
+else:  # python -m zoo.compare
+    runpy.run_module(os.path.basename(sys.argv[0]), run_name="__main__", alter_sys=True)
 """
 
 LIMIT_SECONDS = 3.0
@@ -93,6 +96,16 @@ EVALUATE = [
 ]
 
 
+TOOLS = [  # python -m <module> <arguments>
+    ("zoo.bench", ["--models", "foo,bahdanau", "--steps", "0"], ["'foo'", "--steps=0"]),
+    ("zoo.bench", ["--input-wait", "model=transformer", "model.num_heads=3"], ["model.embed_dim=64", "num_heads=3"]),
+    ("zoo.compare", ["--data", "nope"], ["--data=nope", "Available: dates"]),
+    ("zoo.compare", ["--by-length", "--metric", "test_loss"], ["--metric=test_loss", "test_bleu"]),
+    ("zoo.compare", ["--out", "figure.png"], ["--out=figure.png", "--by-length"]),
+    ("zoo.compare", [], ["no MLflow store"], "missing_store"),
+]
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A real SQLite MLflow store holding one run without artifacts (as a run that failed before export)."""
@@ -119,13 +132,13 @@ def run_entry_point(script, args, uri, cwd):
     return result, wall, cpu
 
 
-def check(script, args, expected, store, flag=None):
+def check(script, args, expected, store, flag=None, module=None):
     values = {k: v for k, v in store.items() if isinstance(v, str)}
     args = [a.format(**values) for a in args]
     expected = [e.format(**values) for e in expected]
     uri = {"missing_store": f"sqlite:///{store['root'] / 'absent.db'}",  # a store that is not there
            "server_down": "http://127.0.0.1:9"}.get(flag, store["uri"])  # a server that does not answer
-    result, wall, cpu = run_entry_point(script, args, uri, cwd=store["root"])
+    result, wall, cpu = run_entry_point(module or script, args, uri, cwd=store["root"])
     TIMES[f"{script} {' '.join(args) or '(no arguments)'}"] = (wall, cpu)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
@@ -149,9 +162,15 @@ def test_evaluate_py_rejects(case, store):
     check("evaluate.py", args, expected, store, *flags)
 
 
+@pytest.mark.parametrize("case", TOOLS, ids=[f"{c[0]} {' '.join(c[1])}" for c in TOOLS])
+def test_tools_reject(case, store):
+    module, args, expected, *flags = case
+    check(f"-m {module}", args, expected, store, *flags, module=module)
+
+
 def test_the_table_is_large_and_the_slowest_is_reported():
     """Runs last in this file: at least 30 command lines were checked; prints the slowest."""
-    assert len(TRAIN) + len(EVALUATE) >= 30
+    assert len(TRAIN) + len(EVALUATE) + len(TOOLS) >= 30
     if TIMES:
         slowest = sorted(TIMES.items(), key=lambda kv: -kv[1][1])[:5]
         print(f"\nslowest bad command lines of {len(TIMES)} (CPU s of the process tree, wall s):")

@@ -28,6 +28,7 @@ import tempfile
 from typing import Dict, List, Optional
 
 import zoo.metrics
+from zoo.config import compare_problems, print_errors
 from zoo.evaluation.by_length import columns, read_csv
 from zoo.plots import metric_by_length
 from zoo.tracking import mlflow_run, resolve_tracking_uri
@@ -196,6 +197,10 @@ def main(argv=None):
     parser.add_argument("--no-log", action="store_true", help="with --by-length: do not log a comparison run")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
+    found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log)
+    if found:
+        print_errors(found)
+        return 2
     if args.by_length:
         try:
             result = by_length(args.experiment, args.data, args.metric, args.tracking_uri, log=not args.no_log,

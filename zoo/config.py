@@ -431,6 +431,59 @@ def model_uri_problems(check: "_Checker", model_uri: str, configured_uri: Option
                   f"or models:/<name>@<alias>.")
 
 
+def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
+    """The store a tool reads must be there: a SQLite file that exists, a server that answers."""
+    uri = store.tracking_uri(configured_uri)
+    path = store.sqlite_path(uri)
+    try:
+        if path is not None and not path.is_file():
+            raise store.StoreError(f"there is no MLflow store at {path.absolute()} (no such file)")
+        store.check_reachable(uri)
+    except store.StoreError as error:
+        return [f"{flag}={uri}: {error}. Train a model first (python train.py), or point {flag} or "
+                f"MLFLOW_TRACKING_URI at the store that has the runs."]
+    return []
+
+
+def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[str], by_length: bool,
+                     out: Optional[str], no_log: bool) -> List[str]:
+    """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start."""
+    import zoo.metrics
+
+    found = []
+    if data is not None and data not in catalog.datasets():
+        found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
+    if by_length:
+        column = metric.split("_", 1)[1] if metric.startswith(("test_", "val_", "train_")) else metric
+        if column not in zoo.metrics.by_length_names():
+            found.append(f"--metric={metric} has no scores by length. Available: "
+                         f"{', '.join('test_' + m for m in zoo.metrics.by_length_names())} "
+                         f"(default: test_exact_match)")
+        if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
+            found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
+    else:
+        for flag, value in (("--out", out), ("--no-log", no_log or None)):
+            if value is not None:
+                found.append(f"{flag}={value} does nothing without --by-length: add --by-length, or drop {flag}.")
+    return found + store_problems("--tracking-uri", tracking_uri)
+
+
+def bench_problems(models: Optional[str], steps: int, input_wait: Optional[Sequence[str]]) -> List[str]:
+    """``python -m zoo.bench`` arguments, checked before TensorFlow starts."""
+    found = []
+    if models is not None:
+        allowed = catalog.models("seq2seq")
+        for name in models.split(","):
+            if name not in allowed:
+                found.append(f"--models: '{name}' is not a sequence model. Available: {', '.join(allowed)} "
+                             f"(default: all of them)")
+    if steps <= 0:
+        found.append(f"--steps={steps} is not valid: expected a positive integer (default: 300).")
+    if input_wait is not None:
+        found += problems(list(input_wait), "train")
+    return found
+
+
 def validate_train(cfg: DictConfig) -> None:
     """Raises ConfigError (every problem, one line each) for a composed training config."""
     _raise(train_problems(cfg))
