@@ -97,6 +97,31 @@ def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
     return out
 
 
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/@\s]+)@")
+_SECRET_QUERY = re.compile(r"([?&](?:[^=&]*(?:token|secret|password|passwd|key|signature|credential)[^=&]*)=)[^&]*",
+                           re.IGNORECASE)
+
+
+def redact_uri(value: str) -> str:
+    """A URI without its secrets: ``http://alice:pw@host`` -> ``http://***@host``, ``?token=x`` -> ``?token=***``."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", value))
+
+
+def redacted(cfg: Any) -> DictConfig:
+    """A resolved copy of ``cfg`` whose strings hold no credentials (URIs' user:password and secret
+    query parameters masked): what is logged as params and ``config.yaml`` and exported. The
+    config's only environment interpolation is ``tracking.uri`` (``MLFLOW_TRACKING_URI``)."""
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return redact_uri(value) if isinstance(value, str) else value
+
+    container = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    return OmegaConf.create(clean(container))
+
+
 def _type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "true or false"

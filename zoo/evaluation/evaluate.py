@@ -150,7 +150,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
 
                 import zoo.models  # noqa: F401 - registers the classes the .keras file names
 
-                keras_model = keras.models.load_model(extra / "model.keras", compile=False)
+                keras_model = keras.models.load_model(extra / "model.keras", compile=False, safe_mode=True)
             elif overrides:
                 raise ConfigError(f"decoding overrides need the Keras model, and {saved_dir} has no "
                                   f"assets.extra/model.keras.")

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config import flatten
+from zoo.config import flatten, redacted
 
 MAX_PARAM_LENGTH = 6000
 
@@ -36,7 +36,7 @@ def ui_command(uri: str) -> str:
     """The command that opens the MLflow UI on this store."""
     if uri.startswith(("http://", "https://")):
         return f"open {uri} in a browser"
-    return f"mlflow ui --backend-store-uri {uri}"
+    return f"mlflow ui --host 127.0.0.1 --backend-store-uri {uri}"
 
 
 def git_commit() -> str:
@@ -116,6 +116,7 @@ def log_config(cfg: DictConfig, extra_tags: Optional[Dict[str, str]] = None) -> 
     """Params = the flattened resolved config; tags = model, data, commit, overrides; config.yaml."""
     import mlflow
 
+    cfg = redacted(cfg)  # no credentials of tracking.uri (MLFLOW_TRACKING_URI) in params or config.yaml
     params = {k: (str(v)[:MAX_PARAM_LENGTH] if v is not None else "null") for k, v in flatten(cfg).items()}
     mlflow.log_params(params)
     tags = {
