@@ -197,7 +197,8 @@ def main(argv=None):
     parser.add_argument("--no-log", action="store_true", help="with --by-length: do not log a comparison run")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
-    found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log)
+    found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log,
+                             by_length_metrics=zoo.metrics.by_length_names())
     if found:
         print_errors(found)
         return 2

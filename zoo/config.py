@@ -471,18 +471,17 @@ def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
 
 
 def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[str], by_length: bool,
-                     out: Optional[str], no_log: bool) -> List[str]:
-    """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start."""
-    import zoo.metrics
-
+                     out: Optional[str], no_log: bool, by_length_metrics: Sequence[str] = ()) -> List[str]:
+    """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start
+    (``by_length_metrics``: ``zoo.metrics.by_length_names()``, which the caller reads)."""
     found = []
     if data is not None and data not in catalog.datasets():
         found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
     if by_length:
         column = metric.split("_", 1)[1] if metric.startswith(("test_", "val_", "train_")) else metric
-        if column not in zoo.metrics.by_length_names():
+        if column not in by_length_metrics:
             found.append(f"--metric={metric} has no scores by length. Available: "
-                         f"{', '.join('test_' + m for m in zoo.metrics.by_length_names())} "
+                         f"{', '.join('test_' + m for m in by_length_metrics)} "
                          f"(default: test_exact_match)")
         if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
             found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
