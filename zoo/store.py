@@ -100,12 +100,27 @@ def has_artifact(uri: str, run: Dict[str, str], path: str) -> Optional[bool]:
     None when the artifact store is neither a local folder nor the tracking server's proxy."""
     artifact_uri = run.get("artifact_uri") or ""
     local = artifact_uri[len("file://"):] if artifact_uri.startswith("file://") else artifact_uri
-    if local and "://" not in local and not local.startswith("mlflow-artifacts:"):
-        return (Path(local) / path).exists()
+    if local and os.path.isabs(local):
+        if (Path(local) / path).exists():
+            return True
+        return _logged_model(uri, run["run_id"], path)  # MLflow 3 keeps a logged model's files apart
     if is_server(uri) and artifact_uri.startswith("mlflow-artifacts:"):
         listed = _get(uri, "artifacts/list", {"run_id": run["run_id"], "path": path})
         return bool(listed and listed.get("files"))
     return None
+
+
+def _logged_model(uri: str, run_id: str, name: str) -> Optional[bool]:
+    """Whether the run logged a model named ``name`` (``runs:/<id>/<name>``); None when unknown."""
+    path = sqlite_path(uri)
+    if path is None:
+        return None
+    try:
+        with _connect(path) as db:
+            return db.execute("SELECT 1 FROM logged_models WHERE source_run_id = ? AND name = ?",
+                              (run_id, name)).fetchone() is not None
+    except (sqlite3.Error, StoreError):
+        return None
 
 
 def find_model_version(uri: str, name: str, version: Optional[str] = None,
