@@ -8,7 +8,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from zoo.config import ConfigError, exit_on_bad_command_line
+from zoo.config import ConfigError, exit_on_bad_command_line, print_errors
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
@@ -18,7 +18,7 @@ def main(cfg: DictConfig) -> None:
     try:
         evaluate(cfg)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print_errors(error)
         sys.exit(2)
 
 

@@ -11,7 +11,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from zoo.config import ConfigError, exit_on_bad_command_line
+from zoo.config import ConfigError, exit_on_bad_command_line, print_errors
 from zoo.tracking.runs import expand_command_line
 
 
@@ -22,7 +22,7 @@ def main(cfg: DictConfig) -> float:
     try:
         metrics = train(cfg)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print_errors(error)
         sys.exit(2)
     except NonFiniteLoss as error:
         print(f"error: {error}", file=sys.stderr)

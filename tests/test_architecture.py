@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ["zoo.errors"],
     ["zoo.registry", "zoo.checks", "zoo.tokens"],
-    ["zoo.catalog"],
+    ["zoo.catalog", "zoo.store"],
     ["zoo.config", "zoo.metrics"],
     ["zoo.data"],
     ["zoo.attention"],
@@ -138,12 +138,15 @@ def test_no_import_circles():
 
 @pytest.mark.parametrize("statement", [
     "import zoo",
-    "import zoo.config, zoo.catalog, zoo.errors, zoo.registry, zoo.checks, zoo.tokens",
+    "import zoo.config, zoo.catalog, zoo.errors, zoo.registry, zoo.checks, zoo.tokens, zoo.store",
     "import zoo.data.tokenizers as t; t.names()",
     "from zoo.config import precheck; precheck(['model=luong', 'model.attention=dot'])",
+    "from zoo.config import problems; problems(['trainer.resume=abc', 'model=transformer', 'model.num_heads=3'])",
+    "from zoo.config import problems; problems(['run_id=abc', 'compare_to=x', 'split=dev'], 'evaluate')",
 ])
 def test_cheap_imports_do_not_start_tensorflow(statement):
-    code = f"import sys; {statement}; assert 'tensorflow' not in sys.modules, sorted(m for m in sys.modules if 'tensorflow' in m)[:5]"
+    code = (f"import sys; {statement}; assert 'tensorflow' not in sys.modules, "
+            f"sorted(m for m in sys.modules if 'tensorflow' in m)[:5]; assert 'mlflow' not in sys.modules")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
 

@@ -96,3 +96,40 @@ def test_the_catalog_equals_the_registries():
     assert zoo.data.DATASETS.names() == catalog.datasets()
     assert zoo.data.tokenizers.names() == catalog.tokenizers()
     assert tuple(zoo.decoding.STRATEGIES) == catalog.DECODING_STRATEGIES
+
+
+def test_declared_size_rules_are_read_without_importing_and_used_by_the_constructors():
+    """The validator reads each model's CONSTRAINTS from its file (no Keras); it is the literal the
+    module holds, and the constructor refuses what the validator refuses, with the same rule."""
+    import importlib
+
+    import zoo.models
+
+    for name in catalog.models():
+        module = importlib.import_module(f"zoo.models.{name}")
+        assert catalog.model_constraints(name) == tuple(getattr(module, "CONSTRAINTS", ())), name
+    assert catalog.model_constraints("transformer") and catalog.model_constraints("luong")
+    for name, sizes in [("transformer", {"embed_dim": 100, "num_heads": 3}),
+                        ("transformer", {"embed_dim": 6, "num_heads": 2, "positions": "rotary"}),
+                        ("luong", {"hidden_size": 7})]:
+        message = precheck([f"model={name}", *(f"model.{k}={v}" for k, v in sizes.items())])
+        assert message and ("expected a multiple of" in message or "an even integer" in message), message
+        with pytest.raises(ValueError, match=r"Received: (embed_dim|hidden_size)="):
+            zoo.models.create(name, source_vocab_size=9, target_vocab_size=9, **sizes)
+    for name, sizes in [("transformer", {"embed_dim": 12, "num_heads": 3, "positions": "sinusoidal"}),
+                        ("transformer", {"embed_dim": 12, "num_heads": 3, "positions": "rotary"})]:
+        args = [f"model={name}", *(f"model.{k}={v}" for k, v in sizes.items())]
+        assert precheck(args) is None
+        zoo.models.create(name, source_vocab_size=9, target_vocab_size=9, **sizes)
+
+
+def test_every_problem_is_reported_at_once():
+    from zoo.config import problems
+
+    found = problems(["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz=1", "optimizer.name=rmsprop",
+                      "decoding=sample", "decoding.top_p=2"])
+    keys = ["trainer.epochz", "model.embed_dim", "trainer.epochs", "optimizer.name", "decoding.top_p"]
+    assert len(found) == len(keys), found
+    for key, line in zip(keys, found):
+        assert line.startswith(f"{key}=") or f"'{key}'" in line, (key, line)
+        assert "\n" not in line

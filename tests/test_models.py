@@ -347,7 +347,7 @@ def test_seq2seq_reverse_source_reverses_within_the_length():
     ("seq2seq", {"dropout": 1.0}, "argument `dropout`, expected a float in \\[0, 1\\)"),
     ("bahdanau", {"cell": "lstm2"}, "Received: cell='lstm2'"),
     ("transformer", {"num_heads": 3}, "expected a multiple of num_heads=3"),
-    ("transformer", {"positions": "rotary", "embed_dim": 6, "num_heads": 2}, "embed_dim / num_heads must be even"),
+    ("transformer", {"positions": "rotary", "embed_dim": 6, "num_heads": 2}, "an even embed_dim / num_heads\\) with positions=.rotary."),
     ("transformer", {"positions": "alibi"}, "Received: positions='alibi'"),
 ])
 def test_invalid_arguments_fail_early_with_a_clear_message(name, options, message):

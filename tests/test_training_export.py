@@ -69,3 +69,17 @@ def test_the_served_model_requires_the_pinned_versions():
     for requirement in pyfunc_requirements():
         name, _, installed = requirement.partition("==")
         assert pins[name] == installed, f"{name}: installed {installed}, requirements.txt pins {pins[name]}"
+
+
+def test_decoding_that_the_vocabulary_cannot_serve_is_refused(trained):
+    from zoo.errors import ConfigError
+    from zoo.export.translator import Translator
+
+    cfg, task, model, translator = trained
+    size = task.target_tokenizer.vocab_size
+    with pytest.raises(ConfigError, match=rf"decoding.beam_size={size * 2} is larger than the target vocabulary"):
+        Translator(model, task.source_tokenizer, task.target_tokenizer, 8, 8, decoding={"beam_size": size * 2})
+    with pytest.raises(ConfigError, match=rf"decoding.top_k={size + 1} is larger"):
+        Translator(model, task.source_tokenizer, task.target_tokenizer, 8, 8,
+                   decoding={"strategy": "sample", "top_k": size + 1})
+    Translator(model, task.source_tokenizer, task.target_tokenizer, 8, 8, decoding={"beam_size": size - 3})

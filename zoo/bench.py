@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
+
+from zoo.config import bench_problems, print_errors
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -149,6 +152,10 @@ def main(argv=None):
                              "'python train.py OVERRIDE ...' would make (e.g. experiment=fra_eng)")
     parser.add_argument("--steps", type=int, default=300, help="measured steps for --input-wait")
     args = parser.parse_args(argv)
+    found = bench_problems(args.models, args.steps, args.input_wait)
+    if found:
+        print_errors(found)
+        sys.exit(2)
     if args.input_wait is not None:
         row = input_wait(args.input_wait, steps=args.steps)
         print(f"{row['overrides']}: {row['steps']} steps, {row['step_s'] / row['steps'] * 1000:.1f} ms per step, "

@@ -6,7 +6,8 @@ attention or dataset is named by its ``conf/<group>/<name>.yaml``, a tokenizer b
 (``zoo.config``) answers a bad command line before TensorFlow starts; tests check that each list
 equals its live registry (``zoo.models.names()``, ``zoo.attention.names()``, ...).
 
-The closed choices (decoding strategies, optimizers, learning-rate decays) live here and only
+The closed choices (decoding strategies, optimizers, learning-rate decays, the trainer's strategies,
+precisions and devices) live here and only
 here; the code that implements them imports them from this module.
 """
 
@@ -25,6 +26,9 @@ CONF_DIR = PACKAGE_DIR.parent / "conf"
 DECODING_STRATEGIES = ("greedy", "beam", "sample")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_DECAYS = ("none", "inverse_sqrt")
+STRATEGIES = ("default", "mirrored", "multi_worker")  # trainer.strategy
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")  # trainer.precision
+DEVICES = ("auto", "cpu", "gpu")  # trainer.device
 
 
 def options(group: str) -> List[str]:
@@ -76,3 +80,38 @@ def tokenizers() -> List[str]:
     """Tokenizer names: the public modules of ``zoo/data/tokenizers/`` (one tokenizer per file)."""
     directory = PACKAGE_DIR / "data" / "tokenizers"
     return sorted(m.name for m in pkgutil.iter_modules([str(directory)]) if not m.name.startswith("_"))
+
+
+def _literal_constraints(path: Path, seen=()) -> tuple:
+    """``CONSTRAINTS`` of a module file, read with ``ast`` (no import): a literal assignment, or
+    ``from zoo.models.<module> import NAME as CONSTRAINTS`` followed to that module's literal."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONSTRAINTS"
+                                                for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo."):
+            for alias in node.names:
+                if (alias.asname or alias.name) == "CONSTRAINTS":
+                    source = PACKAGE_DIR.parent.joinpath(*node.module.split(".")).with_suffix(".py")
+                    return _literal_named(source, alias.name)
+    return ()
+
+
+def _literal_named(path: Path, name: str) -> tuple:
+    import ast
+
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise ValueError(f"{path} has no literal {name}")
+
+
+@functools.lru_cache(maxsize=None)
+def model_constraints(name: str) -> tuple:
+    """The size rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
+    ``zoo.checks.constraint_problems``), read without importing the module; () when it declares none."""
+    path = PACKAGE_DIR / "models" / f"{name}.py"
+    return _literal_constraints(path) if path.is_file() else ()

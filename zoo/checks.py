@@ -54,3 +54,72 @@ def optional_int(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise invalid(name, "an integer or None", value)
     return int(value)
+
+
+# -- declared size rules ------------------------------------------------------------------------
+# A component declares the rules between its arguments once, as a literal ``CONSTRAINTS`` tuple in
+# its module (``zoo/models/transformer.py``); its constructor calls ``enforce`` and the config
+# validator, which must not import Keras, reads the same literal with ``zoo.catalog.model_constraints``
+# (an AST read of the file) and calls ``constraint_problems``. A rule is a dict:
+#   {"rule": "multiple", "key": a, "of": b, "why": ...}        a % b == 0
+#   {"rule": "even_quotient", "key": a, "of": b, "why": ...}   a / b is an even integer
+#   {"rule": "even", "key": a, "why": ...}                     a % 2 == 0
+# with an optional "when": {other key: value, ...} that must all hold for the rule to apply.
+RULES = ("multiple", "even_quotient", "even")
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _nearest_multiples(value, step):
+    lower = value - value % step
+    return [v for v in (lower, lower + step) if v > 0]
+
+
+def constraint_problems(constraints, values):
+    """The rules of ``constraints`` that ``values`` (argument name -> value) break.
+
+    Returns a list of dicts ``{"key", "value", "expected", "fix"}``: ``expected`` says what the
+    rule asks (``"a multiple of num_heads=3 (...)"``), ``fix`` the nearest values that pass.
+    Rules whose arguments are missing or not integers are skipped (the type checks report those).
+    """
+    problems = []
+    for rule in constraints:
+        kind, key, why = rule["rule"], rule["key"], rule.get("why", "")
+        if any(p["key"] == key for p in problems):
+            continue  # one problem per argument: the first rule it breaks
+        if kind not in RULES:
+            raise ValueError(f"Unknown constraint rule {kind!r}. Available: {', '.join(RULES)}")
+        if any(values.get(k, object()) != v for k, v in rule.get("when", {}).items()):
+            continue
+        value = values.get(key)
+        other = rule.get("of")
+        divisor = values.get(other) if other else 2
+        if not _is_int(value) or not _is_int(divisor) or value <= 0 or divisor <= 0:
+            continue
+        step = {"multiple": divisor, "even_quotient": 2 * divisor, "even": 2}[kind]
+        if value % step == 0:
+            continue
+        condition = ", ".join(f"{k}={v!r}" for k, v in rule.get("when", {}).items())
+        expected = {"multiple": f"a multiple of {other}={divisor}",
+                    "even_quotient": f"a multiple of 2 * {other} = {step} (an even {key} / {other})",
+                    "even": "an even integer"}[kind]
+        if condition:
+            expected += f" with {condition}"
+        if why:
+            expected += f": {why}"
+        fixes = [f"{key}={v}" for v in _nearest_multiples(value, step)]
+        if other:  # or keep the value and change the divisor: the nearest one that divides it
+            factor = step // divisor
+            fitting = [d for d in range(1, value + 1) if value % (d * factor) == 0]
+            if fitting:
+                fixes.append(f"{other}={min(fitting, key=lambda d: (abs(d - divisor), d))}")
+        problems.append({"key": key, "value": value, "expected": expected, "fix": " or ".join(fixes)})
+    return problems
+
+
+def enforce(constraints, **values):
+    """Raises a Keras-style ``ValueError`` for the first rule of ``constraints`` that ``values`` break."""
+    for problem in constraint_problems(constraints, values):
+        raise invalid(problem["key"], f"{problem['expected']} (e.g. {problem['fix']})", problem["value"])

@@ -35,6 +35,7 @@ from hydra.experimental.callback import Callback
 import zoo.metrics
 from zoo import catalog
 from zoo.catalog import CONF_DIR
+from zoo.config import compare_problems, print_errors
 from zoo.evaluation.by_length import columns, read_csv
 from zoo.evaluation.evaluate import evaluate
 from zoo.plots import metric_by_length
@@ -409,6 +410,12 @@ def main(argv=None):
     parser.add_argument("--out-dir", default=None, help="write the figures and tables here too")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
+    found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log,
+                             sweep=bool(args.sweep),
+                             by_length_metrics=zoo.metrics.by_length_names())
+    if found:
+        print_errors(found)
+        return 2
     if args.sweep:
         result = sweep_summary(args.sweep, args.tracking_uri, log=not args.no_log, out_dir=args.out_dir)
         if not result["children"]:

@@ -7,12 +7,14 @@ fraction of a second with one line that names the value and what would be right.
 from __future__ import annotations
 
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo import catalog
+from zoo import catalog, checks, store
 from zoo.catalog import CONF_DIR, options  # noqa: F401  (re-exported)
 from zoo.errors import ConfigError  # noqa: F401  (re-exported: the entry points catch it from here)
 
@@ -21,7 +23,7 @@ ATTENTION_GROUP = "attention@model.attention_options"
 RENAMED = {("transformer", "hidden_size"): "intermediate_dim"}
 
 
-def hydra_overrides(argv: Sequence[str]) -> List[str]:
+def hydra_overrides(argv: Sequence[str], config_name: str = "train") -> List[str]:
     """The command line as Hydra composes it.
 
     ``model.attention=concat`` (the contract spelling) selects the attention config group that the
@@ -29,11 +31,16 @@ def hydra_overrides(argv: Sequence[str]) -> List[str]:
     so Hydra composes the layer's full hyperparameters from ``conf/attention/concat.yaml``; sweeps
     (``model.attention=dot,general``) stay sweeps. The options are then part of the config, so
     ``+model.attention_options.<key>=...`` (the spelling before) sets them like any other key.
+    For ``evaluate``, ``data=<name>`` becomes ``data={name:<name>}`` (see ``data_name``).
     """
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") == "model.attention":
+        if sep and config_name == "evaluate" and key == "data" and value not in ("null", ""):
+            # evaluate.py's data=<name> is a value, but Hydra takes any key named like a config
+            # group (conf/data/) for a group override; a mapping is always a value.
+            out.append(f"data={{name:{value}}}")
+        elif sep and key.lstrip("+~") == "model.attention":
             out.append(f"{ATTENTION_GROUP}={value}")
         elif sep and key.startswith("+model.attention_options."):
             out.append(arg[1:])
@@ -50,7 +57,7 @@ def compose_train(overrides: Sequence[str] = (), config_name: str = "train") -> 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name=config_name, overrides=hydra_overrides(list(overrides)))
+            return compose(config_name=config_name, overrides=hydra_overrides(list(overrides), config_name))
     finally:
         GlobalHydra.instance().clear()
 
@@ -65,6 +72,11 @@ def model_kwargs(model_cfg: Any) -> Dict[str, Any]:
     if isinstance(kwargs.get("attention_options"), dict):
         kwargs["attention_options"] = {k: v for k, v in kwargs["attention_options"].items() if k not in ("name", "kind")}
     return kwargs
+
+
+def data_name(value: Any) -> str:
+    """The dataset an evaluation config names: ``data={name: dates}`` (from ``data=dates``) or ``dates``."""
+    return str(value.get("name")) if OmegaConf.is_dict(value) or isinstance(value, dict) else str(value)
 
 
 def alignment_attentions() -> List[str]:
@@ -83,6 +95,31 @@ def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/@\s]+)@")
+_SECRET_QUERY = re.compile(r"([?&](?:[^=&]*(?:token|secret|password|passwd|key|signature|credential)[^=&]*)=)[^&]*",
+                           re.IGNORECASE)
+
+
+def redact_uri(value: str) -> str:
+    """A URI without its secrets: ``http://alice:pw@host`` -> ``http://***@host``, ``?token=x`` -> ``?token=***``."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", value))
+
+
+def redacted(cfg: Any) -> DictConfig:
+    """A resolved copy of ``cfg`` whose strings hold no credentials (URIs' user:password and secret
+    query parameters masked): what is logged as params and ``config.yaml`` and exported. The
+    config's only environment interpolation is ``tracking.uri`` (``MLFLOW_TRACKING_URI``)."""
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return redact_uri(value) if isinstance(value, str) else value
+
+    container = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    return OmegaConf.create(clean(container))
 
 
 def _type_name(value: Any) -> str:
@@ -115,73 +152,375 @@ def _compatible(default: Any, value: Any) -> bool:
     return True
 
 
-def check_types(cfg: DictConfig, defaults: DictConfig, keys: Sequence[str]) -> None:
-    """Raises ConfigError when an overridden key holds a value of another type than its default."""
+_NO_DEFAULT = object()
+
+
+def bad(key: str, value: Any, expected: str, default: Any = _NO_DEFAULT) -> str:
+    """One problem line: ``key=value is not valid: expected ... (default: ...).``"""
+    line = f"{key}={value!r} is not valid: expected {expected}"
+    return line + (f" (default: {default!r})." if default is not _NO_DEFAULT else ".")
+
+
+def type_problems(cfg: DictConfig, defaults: DictConfig, keys: Sequence[str]) -> List[str]:
+    """The overridden keys that hold a value of another type than their default."""
+    found = []
     for key in keys:
         default = OmegaConf.select(defaults, key, default=None, throw_on_missing=False)
         value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
         if not _compatible(default, value):
-            raise ConfigError(f"{key}={value!r} is not valid: expected {_type_name(default)} "
-                              f"(default: {default!r}).")
+            found.append(bad(key, value, _type_name(default), default))
+    return found
 
 
-def validate_train(cfg: DictConfig) -> None:
-    """Semantic checks of a composed training config, before any TensorFlow import."""
+def check_types(cfg: DictConfig, defaults: DictConfig, keys: Sequence[str]) -> None:
+    """Raises ConfigError (one line per problem) when overridden keys hold values of another type."""
+    _raise(type_problems(cfg, defaults, keys))
+
+
+def _raise(found: Sequence[str]) -> None:
+    if found:
+        raise ConfigError("\n".join(found))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Checker:
+    """Collects problem lines for a config; the default of a key comes from ``defaults`` when given."""
+
+    def __init__(self, cfg: DictConfig, defaults: Optional[DictConfig] = None):
+        self.cfg, self.defaults, self.found = cfg, defaults, []
+
+    def get(self, key: str) -> Any:
+        return OmegaConf.select(self.cfg, key, default=None, throw_on_missing=False)
+
+    def default(self, key: str) -> Any:
+        if self.defaults is None:
+            return _NO_DEFAULT
+        return OmegaConf.select(self.defaults, key, default=_NO_DEFAULT, throw_on_missing=False)
+
+    def add(self, line: str) -> None:
+        if line not in self.found:
+            self.found.append(line)
+
+    def rule(self, key: str, ok, expected: str, optional: bool = False) -> None:
+        """``key`` must pass ``ok`` (or be null when ``optional``)."""
+        value = self.get(key)
+        if value is None and (optional or OmegaConf.select(self.cfg, key, default=_NO_DEFAULT) is _NO_DEFAULT):
+            return
+        try:
+            passed = bool(ok(value))
+        except TypeError:
+            passed = False
+        if not passed:
+            self.add(bad(key, value, expected + (" or null" if optional else ""), self.default(key)))
+
+    def positive_int(self, key: str, optional: bool = False) -> None:
+        self.rule(key, lambda v: _is_int(v) and v > 0, "a positive integer", optional)
+
+    def choice(self, key: str, allowed: Sequence[str], optional: bool = False) -> None:
+        value = self.get(key)
+        if value is None and optional:
+            return
+        if value not in allowed:
+            default = self.default(key)
+            tail = f" (default: {default})" if default is not _NO_DEFAULT else ""
+            self.add(f"{key}={value} is not valid. Available: {', '.join(allowed)}{tail}")
+
+
+DECODING_RULES = (  # key, test, what is allowed
+    ("beam_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    ("alpha", lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    ("beta", lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    ("temperature", lambda v: _is_number(v) and v > 0, "a number > 0"),
+    ("top_k", lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0 = all)"),
+    ("top_p", lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    ("max_length", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    ("seed", _is_int, "an integer"),
+)
+# Decoding keys that only one strategy reads: set on the command line with another, they would do nothing.
+DECODING_USED_BY = {"alpha": "beam", "beta": "beam", "temperature": "sample", "top_k": "sample", "top_p": "sample"}
+
+
+def decoding_problems(check: "_Checker", optional: bool) -> None:
+    """``decoding.*``: the strategy and the ranges of its settings (``optional``: null = as exported)."""
+    if check.get("decoding") is None:
+        return
+    check.choice("decoding.strategy", catalog.DECODING_STRATEGIES, optional=optional)
+    for key, ok, expected in DECODING_RULES:
+        if OmegaConf.select(check.cfg, f"decoding.{key}", default=_NO_DEFAULT) is not _NO_DEFAULT:
+            check.rule(f"decoding.{key}", ok, expected, optional=optional or key == "max_length")
+
+
+def trainer_problems(trainer: Any, defaults: Optional[DictConfig] = None) -> List[str]:
+    """The engine's keys of ``cfg.trainer`` (strategy, precision, device, checkpoints, sizes)."""
+    check = _Checker(OmegaConf.create({"trainer": OmegaConf.to_container(trainer, resolve=True)
+                                       if OmegaConf.is_config(trainer) else dict(trainer)}), defaults)
+    check.positive_int("trainer.epochs")
+    check.positive_int("trainer.batch_size")
+    check.positive_int("trainer.steps_per_epoch", optional=True)
+    check.positive_int("trainer.checkpoint_every_steps", optional=True)
+    check.rule("trainer.keep_checkpoints", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    check.rule("trainer.early_stopping_patience", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check.rule("trainer.early_stopping_min_delta", lambda v: _is_number(v) and v >= 0, "a number >= 0")
+    check.rule("trainer.label_smoothing", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
+    check.rule("trainer.clipnorm", lambda v: _is_number(v) and v > 0, "a positive number", optional=True)
+    check.rule("trainer.max_minutes", lambda v: _is_number(v) and v > 0, "a positive number", optional=True)
+    check.choice("trainer.verbose", (0, 1, 2))
+    check.choice("trainer.strategy", catalog.STRATEGIES)
+    check.choice("trainer.precision", catalog.PRECISIONS)
+    check.choice("trainer.device", catalog.DEVICES)
+    if check.get("trainer.strategy") == "multi_worker" and not os.environ.get("TF_CONFIG"):
+        check.add("trainer.strategy=multi_worker needs TF_CONFIG in the environment "
+                  "(the cluster and this worker's index; see README 'Scaling out').")
+    return check.found
+
+
+def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overridden: Sequence[str] = ()) -> List[str]:
+    """Every problem of a composed training config, one line each, before any TensorFlow import.
+
+    ``defaults`` (the config of the same groups without the key overrides) names each key's default;
+    ``overridden`` (the keys set on the command line) lets settings that would do nothing be named.
+    """
+    check = _Checker(cfg, defaults)
     models = options("model")
-    if cfg.model.name not in models:
-        raise ConfigError(f"Unknown model '{cfg.model.name}'. Available: {', '.join(models)}")
+    model = cfg.model.get("name")
+    if model not in models:
+        return [f"Unknown model '{model}'. Available: {', '.join(models)}"]
     model_task, data_task = cfg.model.get("task", "seq2seq"), cfg.data.get("task", "seq2seq")
     if model_task != data_task:
         fitting = catalog.models(data_task)
-        raise ConfigError(f"model={cfg.model.name} is a {model_task} model and data={cfg.data.name} a {data_task} task. "
-                          f"Models for data={cfg.data.name}: {', '.join(fitting) or 'none'}")
-    tokenizers = catalog.tokenizers()
-    if cfg.data.get("tokenizer") is not None and cfg.data.tokenizer not in tokenizers:
-        raise ConfigError(f"data.tokenizer={cfg.data.tokenizer} is not valid. Available: {', '.join(tokenizers)}")
+        check.add(f"model={model} is a {model_task} model and data={cfg.data.name} a {data_task} task. "
+                  f"Models for data={cfg.data.name}: {', '.join(fitting) or 'none'}")
+    if cfg.data.get("tokenizer") is not None:
+        check.choice("data.tokenizer", catalog.tokenizers())
     attention = cfg.model.get("attention")
-    if attention is not None:
-        allowed = alignment_attentions()
-        if attention not in allowed:
-            raise ConfigError(f"model.attention={attention} does not work with model {cfg.model.name}: "
-                              f"it needs an alignment attention. Available: {', '.join(allowed)}")
-    positive = {"trainer.epochs": cfg.trainer.epochs, "trainer.batch_size": cfg.trainer.batch_size}
-    for key in ("embed_dim", "hidden_size", "intermediate_dim", "num_layers", "num_heads"):
+    if attention is not None and attention not in alignment_attentions():
+        check.add(f"model.attention={attention} does not work with model {model}: "
+                  f"it needs an alignment attention. Available: {', '.join(alignment_attentions())}")
+    for key in ("embed_dim", "hidden_size", "intermediate_dim", "num_layers", "num_heads", "max_length"):
         if key in cfg.model:
-            positive[f"model.{key}"] = cfg.model[key]
-    if cfg.trainer.get("steps_per_epoch") is not None:
-        positive["trainer.steps_per_epoch"] = cfg.trainer.steps_per_epoch
-    for key, value in positive.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{key}={value!r} is not valid: expected a positive integer.")
-    if cfg.optimizer.name not in catalog.OPTIMIZERS:
-        raise ConfigError(f"optimizer.name={cfg.optimizer.name} is not valid. Available: {', '.join(catalog.OPTIMIZERS)}")
-    if cfg.optimizer.get("decay", "none") not in catalog.LR_DECAYS:
-        raise ConfigError(f"optimizer.decay={cfg.optimizer.decay} is not valid. Available: {', '.join(catalog.LR_DECAYS)}")
-    smoothing = cfg.trainer.get("label_smoothing", 0.0)
-    if not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
-        raise ConfigError(f"trainer.label_smoothing={smoothing!r} is not valid: expected a number in [0, 1).")
-    lr = cfg.optimizer.learning_rate
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr <= 0:
-        raise ConfigError(f"optimizer.learning_rate={lr!r} is not valid: expected a positive number.")
-    decoding = cfg.get("decoding")
-    if decoding is not None:
-        strategies = catalog.DECODING_STRATEGIES
-        if decoding.strategy not in strategies:
-            raise ConfigError(f"decoding.strategy={decoding.strategy} is not valid. Available: {', '.join(strategies)}")
-        checks = [("beam_size", decoding.beam_size, lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),
-                  ("alpha", decoding.alpha, lambda v: v >= 0, "a number >= 0"),
-                  ("beta", decoding.beta, lambda v: v >= 0, "a number >= 0"),
-                  ("temperature", decoding.temperature, lambda v: v > 0, "a number > 0"),
-                  ("top_k", decoding.top_k, lambda v: isinstance(v, int) and v >= 0, "an integer >= 0 (0 = all)"),
-                  ("top_p", decoding.top_p, lambda v: 0 < v <= 1, "a number in (0, 1]")]
-        for key, value, ok, expected in checks:
-            if not ok(value):
-                raise ConfigError(f"decoding.{key}={value!r} is not valid: expected {expected}.")
-        if decoding.max_length is not None and (not isinstance(decoding.max_length, int) or decoding.max_length < 1):
-            raise ConfigError(f"decoding.max_length={decoding.max_length!r} is not valid: expected a positive integer or null.")
-    dropout = cfg.model.get("dropout", 0.0)
-    if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ConfigError(f"model.dropout={dropout!r} is not valid: expected a number in [0, 1).")
+            check.positive_int(f"model.{key}")
+    for key in ("dropout", "attention_dropout"):
+        if key in cfg.model:
+            check.rule(f"model.{key}", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
+    values = OmegaConf.to_container(cfg.model, resolve=True)
+    for problem in checks.constraint_problems(catalog.model_constraints(model), values):
+        key = problem["key"]
+        check.add(f"model.{key}={problem['value']!r} is not valid: expected {problem['expected']}; "
+                  f"e.g. model.{problem['fix'].replace(' or ', ' or model.')}"
+                  + (f" (default: {check.default('model.' + key)!r})." if check.default("model." + key)
+                     is not _NO_DEFAULT else "."))
+    for line in trainer_problems(cfg.trainer, defaults):
+        check.add(line)
+    check.choice("optimizer.name", catalog.OPTIMIZERS)
+    check.choice("optimizer.decay", catalog.LR_DECAYS)
+    check.rule("optimizer.learning_rate", lambda v: _is_number(v) and v > 0, "a positive number")
+    check.rule("optimizer.warmup_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check.rule("seed", _is_int, "an integer")
+    decoding_problems(check, optional=False)
+    strategy = check.get("decoding.strategy")
+    for key in overridden:
+        name = key.partition("decoding.")[2]
+        if key.startswith("decoding.") and name in DECODING_USED_BY and strategy != DECODING_USED_BY[name]:
+            check.add(f"{key}={check.get(key)!r} does nothing with decoding.strategy={strategy}: it is read by "
+                      f"decoding.strategy={DECODING_USED_BY[name]} only. Add decoding.strategy="
+                      f"{DECODING_USED_BY[name]} (or decoding={DECODING_USED_BY[name]}), or drop {key}.")
+    if "model.max_length" in overridden and model == "transformer" and check.get("model.positions") != "learned":
+        check.add(f"model.max_length={check.get('model.max_length')!r} does nothing with model.positions="
+                  f"{check.get('model.positions')}: only learned positions have a table of that size. "
+                  f"Add model.positions=learned, or drop model.max_length.")
+    if check.get("trainer.jit_compile") is True and model_task == "seq2seq" and model != "transformer":
+        check.add(f"trainer.jit_compile=true does not work with model={model} yet: its decoder runs "
+                  f"keras.ops.scan, a while loop XLA cannot differentiate without a fixed trip count. "
+                  f"Use trainer.jit_compile=false (default: False), or model=transformer.")
+    alias = check.get("tracking.alias")
+    if isinstance(alias, str) and alias.lower() == "latest":
+        check.add("tracking.alias=latest is reserved by MLflow's model registry (models:/<name>/latest is the "
+                  "newest version). Choose another alias, e.g. tracking.alias=champion (default: current).")
+    data_problems(check)
+    resume = check.get("trainer.resume")
+    if resume is not None and str(resume) != "last":
+        run_problems(check, "trainer.resume", str(resume), check.get("tracking.uri"), artifact=None)
+    elif resume is None and store.is_server(store.tracking_uri(check.get("tracking.uri"))):
+        try:
+            store.check_reachable(store.tracking_uri(check.get("tracking.uri")))
+        except store.StoreError as error:
+            check.add(f"tracking.uri={store.tracking_uri(check.get('tracking.uri'))}: {error}.")
+    return check.found
+
+
+def data_problems(check: "_Checker") -> None:
+    """Data keys checkable without reading the data: files that must exist, sizes, names."""
+    data = check.cfg.get("data")
+    if data is None or data.get("name") != "tatoeba":
+        return
+    path = data.get("path")
+    if path:
+        resolved = Path(os.path.expanduser(str(path)))
+        if not resolved.is_file():
+            what = "is a directory, not a file" if resolved.is_dir() else "does not exist"
+            check.add(f"data.path={path} {what} (looked at {resolved.absolute()}; relative paths are relative to "
+                      f"the working directory). Point data.path at a manythings.org pair file (.zip, or the .txt "
+                      f"inside it) (default: null = look for data.pair in $ZOO_DATA_DIR and the cache).")
+    elif data.get("pair") is not None:
+        check.rule("data.pair", lambda v: isinstance(v, str) and re.match(r"^[a-z]{2,8}-[a-z]{2,8}$", v),
+                   "a manythings.org pair name like 'fra-eng' or 'deu-eng'")
+    for key in ("max_examples", "max_len", "train_size", "max_size"):
+        check.positive_int(f"data.{key}", optional=True)
+    check.rule("data.max_size", lambda v: v > 4, "more than the 4 reserved tokens", optional=True)
+    check.positive_int("data.min_freq")
+    for key in ("val_size", "test_size"):
+        check.rule(f"data.{key}", lambda v: _is_number(v) and v >= 0,
+                   "a fraction in (0, 1) of the pairs, a number of pairs, or 0 (use the training pairs)")
+
+
+def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optional[str],
+                 artifact: Optional[str] = "saved_model") -> Optional[dict]:
+    """``key=<run id>`` must name a run of the store (and hold ``artifact``); returns the run or None."""
+    uri = store.tracking_uri(configured_uri)
+    try:
+        run = store.find_run(uri, run_id)
+    except store.StoreError as error:
+        check.add(f"{key}={run_id}: {error}.")
+        return None
+    if run is None or run.get("lifecycle_stage") == "deleted":
+        check.add(f"{key}={run_id} is not a run in {uri}. Copy a run id from `mlflow runs list` or the MLflow UI, "
+                  f"or set MLFLOW_TRACKING_URI to the store that has it.")
+        return None
+    if artifact is not None and store.has_artifact(uri, run, artifact) is False:
+        check.add(f"{key}={run_id} has no {artifact}/ artifact (run status {run.get('status')}): only a run of "
+                  f"train.py that finished exporting has one. Pick a FINISHED run.")
+    return run
+
+
+def evaluate_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None) -> List[str]:
+    """Every problem of an evaluation config, one line each, before TensorFlow (and MLflow) start."""
+    check = _Checker(cfg, defaults)
+    given = [k for k in ("run_id", "saved_model", "model_uri") if cfg.get(k) is not None]
+    if len(given) != 1:
+        check.add("Give exactly one of run_id=<MLflow run id>, saved_model=<directory> or "
+                  f"model_uri=<runs:/... | models:/...>. Received: "
+                  f"{', '.join(f'{k}={cfg.get(k)}' for k in given) or 'none'}")
+    check.choice("split", ("train", "val", "test"))
+    check.positive_int("batch_size")
+    check.positive_int("bootstrap_samples")
+    if cfg.get("data") is not None and data_name(cfg.data) not in catalog.datasets():
+        check.add(f"data={data_name(cfg.data)} is not valid. Available: {', '.join(catalog.datasets())} "
+                  f"(default: null = the data the model was trained on)")
+    decoding_problems(check, optional=True)
+    uri = cfg.get("tracking", {}).get("uri")
+    if cfg.get("saved_model") is not None:
+        path = Path(os.path.expanduser(str(cfg.saved_model)))
+        if not path.is_dir():
+            check.add(f"saved_model={cfg.saved_model} does not exist or is not a directory (looked at "
+                      f"{path.absolute()}). Give the saved_model/ directory train.py exported.")
+        elif not (path / "saved_model.pb").is_file():
+            check.add(f"saved_model={cfg.saved_model} is not a SavedModel directory (no saved_model.pb there). "
+                      f"Give the saved_model/ directory train.py exported, e.g. from `mlflow artifacts download`.")
+        elif not cfg.get("interactive") and not (path / "assets.extra" / "config.yaml").is_file():
+            check.add(f"saved_model={cfg.saved_model} has no assets.extra/config.yaml: it was not exported by "
+                      f"train.py, so the data to score it on is unknown. Use interactive=true to translate with it.")
+    if cfg.get("run_id") is not None:
+        run_problems(check, "run_id", str(cfg.run_id), uri)
+    if cfg.get("compare_to") is not None:
+        run_problems(check, "compare_to", str(cfg.compare_to), uri)
+    if cfg.get("model_uri") is not None:
+        model_uri_problems(check, str(cfg.model_uri), uri)
+    return check.found
+
+
+def model_uri_problems(check: "_Checker", model_uri: str, configured_uri: Optional[str]) -> None:
+    """``runs:/<id>/<path>`` must name a run with that artifact; ``models:/<name>/<version|@alias>`` a version."""
+    uri = store.tracking_uri(configured_uri)
+    if model_uri.startswith("runs:/"):
+        run_id, _, path = model_uri[len("runs:/"):].partition("/")
+        run = run_problems(check, "model_uri", run_id, configured_uri, artifact=None)
+        if run is not None and path and store.has_artifact(uri, run, path) is False:
+            check.add(f"model_uri={model_uri}: run {run_id} has no artifact '{path}'. train.py logs the model "
+                      f"as runs:/{run_id}/model.")
+    elif model_uri.startswith("models:/"):
+        rest = model_uri[len("models:/"):]
+        name, alias, version = rest, None, None
+        if "@" in rest:
+            name, _, alias = rest.partition("@")
+        elif "/" in rest:
+            name, _, version = rest.partition("/")
+        try:
+            found = store.find_model_version(uri, name, version=version, alias=alias)
+        except store.StoreError as error:
+            check.add(f"model_uri={model_uri}: {error}.")
+            return
+        if found is None:
+            check.add(f"model_uri={model_uri} is not a registered model version in {uri}. Expected "
+                      f"models:/<name>/<version> or models:/<name>@<alias> of a registered model.")
+    else:
+        check.add(f"model_uri={model_uri} is not valid: expected runs:/<run id>/model or models:/<name>/<version> "
+                  f"or models:/<name>@<alias>.")
+
+
+def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
+    """The store a tool reads must be there: a SQLite file that exists, a server that answers."""
+    uri = store.tracking_uri(configured_uri)
+    path = store.sqlite_path(uri)
+    try:
+        if path is not None and not path.is_file():
+            raise store.StoreError(f"there is no MLflow store at {path.absolute()} (no such file)")
+        store.check_reachable(uri)
+    except store.StoreError as error:
+        return [f"{flag}={uri}: {error}. Train a model first (python train.py), or point {flag} or "
+                f"MLFLOW_TRACKING_URI at the store that has the runs."]
+    return []
+
+
+def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[str], by_length: bool,
+                     out: Optional[str], no_log: bool, by_length_metrics: Sequence[str] = (),
+                     sweep: bool = False) -> List[str]:
+    """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start
+    (``by_length_metrics``: ``zoo.metrics.by_length_names()``, which the caller reads; with ``sweep``,
+    ``--no-log`` keeps the summary off the parent run)."""
+    found = []
+    if data is not None and data not in catalog.datasets():
+        found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
+    if by_length:
+        column = metric.split("_", 1)[1] if metric.startswith(("test_", "val_", "train_")) else metric
+        if column not in by_length_metrics:
+            found.append(f"--metric={metric} has no scores by length. Available: "
+                         f"{', '.join('test_' + m for m in by_length_metrics)} "
+                         f"(default: test_exact_match)")
+        if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
+            found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
+    else:
+        for flag, value in (("--out", out), ("--no-log", (no_log and not sweep) or None)):
+            if value is not None:
+                found.append(f"{flag}={value} does nothing without --by-length: add --by-length, or drop {flag}.")
+    return found + store_problems("--tracking-uri", tracking_uri)
+
+
+def bench_problems(models: Optional[str], steps: int, input_wait: Optional[Sequence[str]]) -> List[str]:
+    """``python -m zoo.bench`` arguments, checked before TensorFlow starts."""
+    found = []
+    if models is not None:
+        allowed = catalog.models("seq2seq")
+        for name in models.split(","):
+            if name not in allowed:
+                found.append(f"--models: '{name}' is not a sequence model. Available: {', '.join(allowed)} "
+                             f"(default: all of them)")
+    if steps <= 0:
+        found.append(f"--steps={steps} is not valid: expected a positive integer (default: 300).")
+    if input_wait is not None:
+        found += problems(list(input_wait), "train")
+    return found
+
+
+def validate_train(cfg: DictConfig) -> None:
+    """Raises ConfigError (every problem, one line each) for a composed training config."""
+    _raise(train_problems(cfg))
 
 
 def _hydra_message(error: Exception, defaults: Optional[DictConfig] = None) -> str:
@@ -223,27 +562,89 @@ def _hydra_message(error: Exception, defaults: Optional[DictConfig] = None) -> s
 
 
 def _is_group(override: str) -> bool:
-    return (CONF_DIR / override.split("=")[0].lstrip("+~").split("@")[0]).is_dir()
+    key, _, value = override.partition("=")
+    return not value.startswith("{") and (CONF_DIR / key.lstrip("+~").split("@")[0]).is_dir()
 
 
-def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
-    """Composes the config for the command line ``argv`` and returns an error line, or None.
+def _key(override: str) -> str:
+    return override.split("=")[0].lstrip("+~")
+
+
+_REFUSED = re.compile(r"(?:Could not override|Could not find|Key|Could not append to config\. An item is already at)"
+                      r" '([^']+)'")
+
+
+def _refused(error: Exception, overrides: List[str]) -> List[str]:
+    """The overrides Hydra's ``error`` names (by key, or by group for a missing group choice)."""
+    match = _REFUSED.search(str(error))
+    if not match:
+        return []
+    named = match.group(1)
+    group = named.rpartition("/")[0] if "Could not find" in match.group(0) else None
+    return [o for o in overrides if _key(o) == named or (group and _key(o).split("@")[0] == group)
+            or (not group and named.startswith(_key(o) + "."))]
+
+
+def _compose_dropping(compose, config_name: str, fixed: List[str], overrides: List[str], defaults, found):
+    """Composes ``fixed + overrides``; each override Hydra refuses gets its line in ``found`` and is
+    dropped (the one the error names; else found by composing one at a time). Returns
+    ``(cfg, kept overrides)``."""
+    kept = list(overrides)
+    while True:
+        try:
+            return compose(config_name=config_name, overrides=fixed + kept), kept
+        except Exception as error:  # noqa: BLE001 - composition errors become one line
+            message = _hydra_message(error, defaults)
+            culprits = _refused(error, kept)
+            if not culprits:
+                break
+            found.append(message)
+            kept = [o for o in kept if o not in culprits]
+    good: List[str] = []
+    for override in kept:
+        try:
+            compose(config_name=config_name, overrides=fixed + good + [override])
+            good.append(override)
+        except Exception as error:  # noqa: BLE001
+            found.append(_hydra_message(error, defaults))
+    return compose(config_name=config_name, overrides=fixed + good), good
+
+
+def _compose_collecting(compose, config_name: str, candidate: List[str]):
+    """``(cfg, defaults, problems, applied keys)``: composes ``candidate``, and when Hydra refuses an
+    override, names it and composes without it, so every bad override gets its line."""
+    groups = [o for o in candidate if _is_group(o)]
+    others = [o for o in candidate if not _is_group(o)]
+    found: List[str] = []
+    defaults, good_groups = _compose_dropping(compose, config_name, [], groups, None, found)
+    for override in groups:
+        if override not in good_groups:  # keys under a group that was not chosen are not checked
+            node = _key(override).split("@")[-1]
+            others = [o for o in others if not _key(o).startswith(node + ".")]
+    cfg, applied = _compose_dropping(compose, config_name, good_groups, others, defaults, found)
+    return cfg, defaults, found, [_key(o) for o in applied]
+
+
+def problems(argv: Sequence[str], config_name: str = "train") -> List[str]:
+    """Every problem of the command line ``argv``, one line each ([] when it is good).
 
     Checks: group choices exist (``model=nope``), keys exist, values have the type of their
-    default (``trainer.epochs=abc``), and ``validate_train`` passes. Sweeps (``-m a=x,y``)
-    are checked one value at a time. Hydra's own flags are left to Hydra.
+    default (``trainer.epochs=abc``), ranges and cross-field rules (``train_problems``,
+    ``evaluate_problems``), files and run ids that must exist. Sweeps (``-m a=x,y``) are checked
+    one value at a time. Hydra's own flags are left to Hydra. Never imports TensorFlow or MLflow.
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-        return None  # --help, --cfg, ...: Hydra's business
-    overrides = hydra_overrides([a for a in argv if not a.startswith("-") and not a.startswith("hydra")])
+        return []  # --help, --cfg, ...: Hydra's business
+    overrides = hydra_overrides([a for a in argv if not a.startswith("-") and not a.startswith("hydra")],
+                                config_name)
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as error:  # noqa: BLE001 - Hydra's parse errors
-        return f"Could not parse the command line: {str(error).splitlines()[0]}"
+        return [f"Could not parse the command line: {str(error).splitlines()[0]}"]
 
     # One composition per value of each sweep; the others at their first value.
     base = []
@@ -263,35 +664,47 @@ def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
             variant[index] = f"{ov.get_key_element()}={value}"
             candidates.append(variant)
 
+    found: List[str] = []
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             for candidate in candidates:
-                group_only = [o for o in candidate if _is_group(o)]
-                try:
-                    defaults = compose(config_name=config_name, overrides=group_only)
-                    cfg = compose(config_name=config_name, overrides=candidate)
-                except Exception as error:  # noqa: BLE001 - composition errors become one line
-                    return _hydra_message(error, locals().get("defaults"))
-                keys = [o.split("=")[0].lstrip("+~") for o in candidate if not _is_group(o)]
-                try:
-                    check_types(cfg, defaults, keys)
-                    if config_name == "train":
-                        validate_train(cfg)
-                except ConfigError as error:
-                    return str(error)
+                cfg, defaults, composing, keys = _compose_collecting(compose, config_name, candidate)
+                typed = type_problems(cfg, defaults, keys)
+                lines = []
+                if config_name == "train":
+                    lines = train_problems(cfg, defaults, keys)
+                elif config_name == "evaluate":
+                    lines = evaluate_problems(cfg, defaults)
+                mistyped = tuple(line.split("=")[0] + "=" for line in typed)  # one line per key: its type
+                lines = composing + typed + [line for line in lines if not line.startswith(mistyped)]
+                found.extend(line for line in lines if line not in found)
     finally:
         GlobalHydra.instance().clear()
-    return None
+    return found
+
+
+def precheck(argv: Sequence[str], config_name: str = "train") -> Optional[str]:
+    """The first problem of the command line ``argv`` (see ``problems``), or None."""
+    found = problems(argv, config_name)
+    return found[0] if found else None
 
 
 def exit_on_bad_command_line(config_name: str) -> None:
-    """For entry points: print one line and exit 2 if the command line is wrong."""
-    error = precheck(sys.argv[1:], config_name)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
+    """For entry points: print every problem, one line each, and exit 2 if the command line is wrong."""
+    found = problems(sys.argv[1:], config_name)
+    if found:
+        print_errors(found)
         sys.exit(2)
-    sys.argv[1:] = hydra_overrides(sys.argv[1:])
+    sys.argv[1:] = hydra_overrides(sys.argv[1:], config_name)
+
+
+def print_errors(lines: Any) -> None:
+    """``error: <line>`` on stderr for each problem (a list, or a ConfigError of one line per problem)."""
+    if isinstance(lines, BaseException):
+        lines = str(lines).splitlines()
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
 
 
 def quiet_tensorflow() -> None:

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -180,17 +181,31 @@ def read_bytes(path, language: Optional[str] = None) -> Tuple[bytes, Optional[st
     """The pair file's bytes (from the zip or the .txt) and the zip member's name."""
     path = Path(path)
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            member = _zip_member(archive, language, path)
-            return archive.read(member), member
+        try:
+            with zipfile.ZipFile(path) as archive:
+                member = _zip_member(archive, language, path)
+                return archive.read(member), member
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+            raise CorpusError(f"{path} is a damaged zip archive ({error}); is the download complete? Download it "
+                              f"again, or pass data.path=<the .txt inside it>.") from None
     if path.suffix.lower() == ".zip":
         raise CorpusError(f"{path} is not a zip archive (is the download complete?). Expected a manythings.org "
                           f"pair file such as fra-eng.zip.")
     return path.read_bytes(), None
 
 
-def parse_lines(data: bytes) -> Tuple[List[Tuple[str, str]], int, Dict[str, int], Dict[str, int], int]:
-    """``(pairs, lines, dropped, repaired, three_columns)`` from a pair file's bytes."""
+def check_encoding(data: bytes, where) -> None:
+    """Raises CorpusError for a UTF-16 or UTF-32 file: its lines would otherwise read as text with NULs."""
+    head = data[:4096]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (head and head.count(b"\x00") > len(head) // 4):
+        raise CorpusError(f"{where} is UTF-16 (or UTF-32) encoded, not UTF-8 (line 1 starts with "
+                          f"{head[:4]!r}). Convert it: iconv -f UTF-16 -t UTF-8 <file> > <file>.utf8.txt")
+
+
+def parse_lines(data: bytes, first: Optional[Dict[str, Tuple[int, str]]] = None,
+                ) -> Tuple[List[Tuple[str, str]], int, Dict[str, int], Dict[str, int], int]:
+    """``(pairs, lines, dropped, repaired, three_columns)`` from a pair file's bytes; ``first`` (when
+    given) gets, per drop reason, the first line number (1-based) dropped for it and what it held."""
     dropped = collections.Counter({reason: 0 for reason in DROP_REASONS})
     repaired = collections.Counter({repair: 0 for repair in REPAIRS})
     pairs: List[Tuple[str, str]] = []
@@ -199,7 +214,14 @@ def parse_lines(data: bytes) -> Tuple[List[Tuple[str, str]], int, Dict[str, int]
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the newline that ends the last line
-    for raw in raw_lines:
+    first = first if first is not None else {}
+
+    def drop(reason, number, raw):
+        dropped[reason] += 1
+        text = raw[:40].decode("utf-8", "backslashreplace").replace("\t", "<TAB>")
+        first.setdefault(reason, (number, text))
+
+    for number, raw in enumerate(raw_lines, 1):
         if raw.endswith(b"\r"):
             raw = raw.rstrip(b"\r")
             repaired["crlf"] += 1
@@ -207,26 +229,26 @@ def parse_lines(data: bytes) -> Tuple[List[Tuple[str, str]], int, Dict[str, int]
             raw = raw[len(BOM):]
             repaired["bom"] += 1
         if not raw.strip():
-            dropped["blank"] += 1
+            drop("blank", number, raw)
             continue
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
-            dropped["invalid_utf8"] += 1
+            drop("invalid_utf8", number, raw)
             continue
         fields = line.split("\t")
         if len(fields) < 2:
-            dropped["no_tab"] += 1
+            drop("no_tab", number, raw)
             continue
         if len(fields) > 3:
-            dropped["bad_columns"] += 1
+            drop("bad_columns", number, raw)
             continue
         english, other = fields[0].strip(), fields[1].strip()
         if not english or not other:
-            dropped["empty_side"] += 1
+            drop("empty_side", number, raw)
             continue
         if (english, other) in seen:
-            dropped["duplicate"] += 1
+            drop("duplicate", number, raw)
             continue
         seen.add((english, other))
         three_columns += len(fields) == 3
@@ -234,14 +256,28 @@ def parse_lines(data: bytes) -> Tuple[List[Tuple[str, str]], int, Dict[str, int]
     return pairs, len(raw_lines), dict(dropped), dict(repaired), three_columns
 
 
+_HINTS = {"invalid_utf8": " is not UTF-8 (Latin-1 or cp1252? convert it: iconv -f LATIN1 -t UTF-8)",
+          "no_tab": " has one column: no TAB between the English sentence and its translation",
+          "bad_columns": " has more than 3 TAB-separated columns",
+          "empty_side": " has an empty side"}
+
+
 def read_pair_file(path, language: Optional[str] = None) -> PairFile:
     """Reads every line of a pair file; raises ``CorpusError`` when no line is usable."""
     data, member = read_bytes(path, language)
-    pairs, lines, dropped, repaired, three = parse_lines(data)
+    where = f"{path}{':' + member if member else ''}"
+    check_encoding(data, where)
+    first: Dict[str, Tuple[int, str]] = {}
+    pairs, lines, dropped, repaired, three = parse_lines(data, first)
     if not pairs:
         reasons = ", ".join(f"{k}={v}" for k, v in dropped.items() if v) or "the file is empty"
-        raise CorpusError(f"{path}{':' + member if member else ''} has no usable sentence pair ({lines} lines; "
-                          f"{reasons}). Expected UTF-8 lines 'English<TAB>translation[<TAB>attribution]'.")
+        example = ""
+        if first:
+            reason = max(first, key=lambda k: dropped[k])
+            number, text = first[reason]
+            example = f" Line {number} ({reason}): '{text}'{_HINTS.get(reason, '')}."
+        raise CorpusError(f"{where} has no usable sentence pair ({lines} lines; {reasons}).{example} Expected UTF-8 "
+                          f"lines 'English<TAB>translation[<TAB>attribution]'.")
     return PairFile(str(path), member, file_sha256(path), pairs, lines, dropped, repaired, three)
 
 

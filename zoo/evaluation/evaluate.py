@@ -10,7 +10,7 @@ from typing import Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config import CONF_DIR, ConfigError, options, quiet_tensorflow
+from zoo.config import CONF_DIR, ConfigError, data_name, options, quiet_tensorflow
 from zoo.evaluation.report import log_outputs
 from zoo.evaluation.scoring import score_split
 from zoo.metrics.paired_bootstrap import paired_bootstrap_bleu
@@ -22,7 +22,7 @@ SHADES = " .:-=+*#%@"
 def _data_config(cfg: DictConfig, model_config: DictConfig) -> DictConfig:
     if cfg.get("data") is None:
         return model_config.data
-    name = str(cfg.data)
+    name = data_name(cfg.data)
     if name not in options("data"):
         raise ConfigError(f"Unknown data '{name}'. Available: {', '.join(options('data'))}")
     data = OmegaConf.load(CONF_DIR / "data" / f"{name}.yaml")
@@ -155,7 +155,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
 
                 import zoo.models  # noqa: F401 - registers the classes the .keras file names
 
-                keras_model = keras.models.load_model(extra / "model.keras", compile=False)
+                keras_model = keras.models.load_model(extra / "model.keras", compile=False, safe_mode=True)
             elif overrides:
                 raise ConfigError(f"decoding overrides need the Keras model, and {saved_dir} has no "
                                   f"assets.extra/model.keras.")

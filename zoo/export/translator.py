@@ -11,10 +11,30 @@ import os
 import tensorflow as tf
 
 from zoo.decoding import STRATEGIES, beam_search, decode
-from zoo.tokens import PAD_ID
+from zoo.errors import ConfigError
+from zoo.tokens import PAD_ID, SPECIALS
 
 STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
 DECODE_OPTIONS = tuple(p for p in inspect.signature(decode).parameters if p not in ("model", "source", "max_length"))
+
+
+def check_decoding(options, vocab_size: int) -> None:
+    """Raises ConfigError for decoding settings that cannot work with a target vocabulary of
+    ``vocab_size`` ids (the 4 reserved ones included): more beams, or a larger top-k, than it has
+    tokens that can be produced. The ranges without the vocabulary are ``zoo.config``'s, before TensorFlow."""
+    producible = vocab_size - len(SPECIALS) + 1  # every content token, and <eos>
+    found = []
+    beam_size = options.get("beam_size")
+    if beam_size is not None and int(beam_size) > producible:
+        found.append(f"decoding.beam_size={beam_size} is larger than the target vocabulary allows: {producible} "
+                     f"tokens can follow <bos> (vocabulary of {vocab_size} ids). Use decoding.beam_size<={producible} "
+                     f"(default: 4).")
+    top_k = options.get("top_k")
+    if top_k is not None and int(top_k) > vocab_size:
+        found.append(f"decoding.top_k={top_k} is larger than the target vocabulary ({vocab_size} ids). Use "
+                     f"decoding.top_k<={vocab_size}, or 0 for all (default: 0).")
+    if found:
+        raise ConfigError("\n".join(found))
 
 
 class Translator(tf.Module):
@@ -45,6 +65,7 @@ class Translator(tf.Module):
         options = {k: v for k, v in dict(decoding or {}).items() if k in DECODE_OPTIONS and v is not None}
         if options.get("strategy", "greedy") not in STRATEGIES:
             raise ValueError(f"Unknown decoding strategy '{options['strategy']}'. Available: {', '.join(STRATEGIES)}")
+        check_decoding(options, int(target_tokenizer.vocab_size))
         self._decoding = options
         self.translate = tf.function(self._translate, input_signature=[STRINGS])
         self.serving_default = self.translate  # the same function, for TF Serving

@@ -5,6 +5,7 @@ from keras import ops
 
 from zoo.checks import boolean
 from zoo.models import common, rnn
+from zoo.models.rnn import SPLIT_ENCODER as CONSTRAINTS  # noqa: F401 - the declared size rules (zoo.catalog)
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 
 

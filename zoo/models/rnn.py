@@ -15,11 +15,18 @@ whose older ``.keras`` files and seeded initial weights depend on another creati
 import keras
 from keras import ops
 
-from zoo.checks import boolean, choice, positive_int
+from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import rate
 from zoo.tokens import PAD_ID
 
 RNN_CELLS = ("gru", "lstm")
+# The size rule of an encoder that splits hidden_size over its two directions (luong, seq2seq),
+# declared once: set_rnn_arguments enforces it, and those models re-export it as their
+# CONSTRAINTS, which the config validator reads without importing Keras (zoo.catalog).
+SPLIT_ENCODER = (
+    {"rule": "even", "key": "hidden_size", "when": {"bidirectional": True},
+     "why": "each encoder direction has hidden_size // 2 units"},
+)
 
 
 def states_per_layer(cell):
@@ -46,10 +53,7 @@ def set_rnn_arguments(model, source_vocab_size, target_vocab_size, embed_dim, hi
     model.bidirectional = boolean("bidirectional", bidirectional)
     model.dropout = rate("dropout", dropout)
     if encoder_units is None:
-        if model.bidirectional and hidden_size % 2:
-            raise ValueError("Received an invalid value for argument `hidden_size`, expected an even integer "
-                             "with bidirectional=True (each encoder direction has hidden_size // 2 units). "
-                             f"Received: hidden_size={hidden_size}")
+        enforce(SPLIT_ENCODER, hidden_size=hidden_size, bidirectional=model.bidirectional)
         encoder_units = hidden_size // 2 if model.bidirectional else hidden_size
     model.encoder_units = positive_int("encoder_units", encoder_units)
     model.memory_dim = model.encoder_units * (2 if model.bidirectional else 1)

@@ -7,13 +7,21 @@ from keras import ops
 
 import zoo.attention as zoo_attention
 from zoo.attention.base_attention import causal_mask, masked_softmax
-from zoo.checks import boolean, choice, positive_int
+from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import attention_row, rate
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 from zoo.tokens import PAD_ID
 
 POSITIONS = ("sinusoidal", "learned", "rotary")
 ACTIVATIONS = ("relu", "gelu")
+# Size rules between the arguments, declared once: the constructor enforces them and the config
+# validator reads this literal without importing Keras (zoo.catalog.model_constraints).
+CONSTRAINTS = (
+    {"rule": "multiple", "key": "embed_dim", "of": "num_heads",
+     "why": "each head gets d_k = embed_dim / num_heads features"},
+    {"rule": "even_quotient", "key": "embed_dim", "of": "num_heads", "when": {"positions": "rotary"},
+     "why": "rotary positions rotate pairs of each head's features"},
+)
 
 
 def _multi_head(attention, queries, keys, values, mask, training=None):
@@ -248,13 +256,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.share_embeddings = boolean("share_embeddings", share_embeddings)
         self.tie_output = boolean("tie_output", tie_output)
         self.activation = choice("activation", activation, ACTIVATIONS)
-        if embed_dim % num_heads:
-            raise ValueError("Received an invalid value for argument `embed_dim`, expected a multiple of "
-                             f"num_heads={num_heads} (d_k = embed_dim / num_heads). Received: embed_dim={embed_dim}")
-        if self.positions == "rotary" and (embed_dim // num_heads) % 2:
-            raise ValueError("Received an invalid value for argument `positions`: 'rotary' rotates pairs of "
-                             f"features, so embed_dim / num_heads must be even. Received: embed_dim={embed_dim}, "
-                             f"num_heads={num_heads}")
+        enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions)
         if self.share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError("Received an invalid value for argument `share_embeddings`: True needs equal "
                              f"vocabulary sizes. Received: source_vocab_size={source_vocab_size}, "

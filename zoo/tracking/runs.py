@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config import flatten
+from zoo.config import flatten, redacted
 
 MAX_PARAM_LENGTH = 6000
 # Set by a sweep (``zoo.sweep.SweepCallback``) for its jobs: each job's run becomes a child of this run.
@@ -43,7 +43,7 @@ def ui_command(uri: str) -> str:
     """The command that opens the MLflow UI on this store."""
     if uri.startswith(("http://", "https://")):
         return f"open {uri} in a browser"
-    return f"mlflow ui --backend-store-uri {uri}"
+    return f"mlflow ui --host 127.0.0.1 --backend-store-uri {uri}"
 
 
 def _git(*args: str) -> Optional[str]:
@@ -205,6 +205,7 @@ def log_config(cfg: DictConfig, extra_tags: Optional[Dict[str, str]] = None) -> 
     the reproducibility record (``log_environment``)."""
     import mlflow
 
+    cfg = redacted(cfg)  # no credentials of tracking.uri (MLFLOW_TRACKING_URI) in params or config.yaml
     params = {k: (str(v)[:MAX_PARAM_LENGTH] if v is not None else "null") for k, v in flatten(cfg).items()}
     mlflow.log_params(params)
     tags = {

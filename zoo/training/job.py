@@ -11,7 +11,7 @@ from typing import Callable, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config import quiet_tensorflow, validate_train
+from zoo.config import quiet_tensorflow, redacted, validate_train
 from zoo.errors import ConfigError
 from zoo.evaluation.examples import parse_examples
 from zoo.training import checkpoint, log, resume, score
@@ -126,7 +126,7 @@ def _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch=None) -> Dict[
                 if examples_csv:  # cfg.examples: d2l-style printout, examples.csv, example_bleu_<i>
                     log.log_files([examples_csv])
                     log.log_metrics(example_metrics)
-                exported = export(translator, model, task, OmegaConf.to_yaml(cfg, resolve=True), workdir)
+                exported = export(translator, model, task, OmegaConf.to_yaml(redacted(cfg)), workdir)
                 log.log_files([exported["saved_model"], exported["vocab"]])
                 if cfg.tracking.log_pyfunc:
                     log.log_pyfunc(exported["saved_model"])

@@ -15,6 +15,7 @@ import socket
 import time
 from typing import Dict, Iterator, List, Optional
 
+from zoo.tracking.buffer import MetricBuffer
 from zoo.training.resume import CHECKPOINT_TAG, HOST_TAG, PID_TAG
 from zoo.training.signals import Interrupted, StopTraining
 
@@ -38,6 +39,8 @@ def _timed(function):
 def tracking_seconds() -> float:
     """Seconds spent in MLflow calls since the run opened: what tracking costs the job."""
     return _SPENT["seconds"]
+
+_buffer: Optional[MetricBuffer] = None  # the open run's metric buffer (open_run sets it)
 
 
 def tracking_uri(cfg) -> str:
@@ -117,15 +120,32 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
                 if tag in resume_run.data.tags:
                     mlflow.MlflowClient().delete_tag(run_id, tag)
         mlflow.set_tags({CHECKPOINT_TAG: where, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()})
+        global _buffer
+        _buffer = MetricBuffer(run_id, uri, _output_dir())
         _SPENT["seconds"] += time.perf_counter() - started
         try:
             yield run_id
+            _timed(_buffer.flush)(final=True)
         except (Interrupted, StopTraining) as stop:
             mlflow.set_tag("zoo.stopped", str(stop))
             raise
         except Exception as error:
             mlflow.set_tag("zoo.error", first_line(error))
             raise
+        finally:
+            _buffer = None
+
+
+def _output_dir() -> str:
+    """The run's output directory (Hydra's, where train.py writes its log), else the working directory."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return str(HydraConfig.get().runtime.output_dir)
+    except Exception:  # noqa: BLE001 - no Hydra app around (tests, notebooks)
+        pass
+    return os.getcwd()
 
 
 @_timed
@@ -185,7 +205,12 @@ def register(run_id: str, name: str, alias: str) -> str:
 
 @_timed
 def log_epoch(record: Dict[str, float], epoch: int) -> None:
-    """One epoch's record at step ``epoch`` (1-based)."""
+    """One epoch's record at step ``epoch`` (1-based). Inside ``open_run`` it goes through the run's
+    ``MetricBuffer``: a tracking server that stops answering does not stop training; the records are
+    kept and sent when it answers again (``zoo.tracking.buffer``)."""
+    if _buffer is not None:
+        _buffer.log(record, step=epoch)
+        return
     import mlflow
 
     mlflow.log_metrics({k: float(v) for k, v in record.items()}, step=epoch)

@@ -12,29 +12,16 @@ import json
 import os
 from typing import Any
 
+from zoo.catalog import DEVICES, PRECISIONS, STRATEGIES  # noqa: F401 - the closed choices live in the catalog
+from zoo.config import trainer_problems
 from zoo.errors import ConfigError
-
-STRATEGIES = ("default", "mirrored", "multi_worker")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-DEVICES = ("auto", "cpu", "gpu")
 
 
 def check_trainer(trainer) -> None:
-    """The engine's keys of ``cfg.trainer``: one line naming the value and the choices."""
-    for key, allowed in (("strategy", STRATEGIES), ("precision", PRECISIONS), ("device", DEVICES)):
-        value = trainer.get(key)
-        if value not in allowed:
-            raise ConfigError(f"trainer.{key}={value} is not valid. Available: {', '.join(allowed)}")
-    for key in ("checkpoint_every_steps",):
-        value = trainer.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-            raise ConfigError(f"trainer.{key}={value!r} is not valid: expected a positive integer or null.")
-    keep = trainer.get("keep_checkpoints")
-    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
-        raise ConfigError(f"trainer.keep_checkpoints={keep!r} is not valid: expected an integer >= 1.")
-    if trainer.get("strategy") == "multi_worker" and not os.environ.get("TF_CONFIG"):
-        raise ConfigError("trainer.strategy=multi_worker needs TF_CONFIG in the environment "
-                          "(the cluster and this worker's index; see README 'Scaling out').")
+    """The engine's keys of ``cfg.trainer``: ConfigError with one line per problem (``zoo.config.trainer_problems``)."""
+    found = trainer_problems(trainer)
+    if found:
+        raise ConfigError("\n".join(found))
 
 
 @dataclasses.dataclass

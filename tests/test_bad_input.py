@@ -1,0 +1,179 @@
+"""Bad command lines, as a user types them: exit code 2, one ``error:`` line per problem naming the
+key and the value, no traceback, and no TensorFlow or MLflow import (so the answer comes in about
+half a second). Each command runs in a real subprocess; its wall time and the CPU time of its
+process tree are measured here, and the slowest are printed. The 3 s limit holds the CPU time:
+wall time on a shared 2-core machine grows with whatever else runs (both are printed)."""
+
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+# Runs an entry point as ``python <script> <args>`` would, with an import hook that makes importing
+# TensorFlow, Keras or MLflow fail: a bad command line must be answered before any of them starts.
+RUNNER = """
+import importlib.abc, os, runpy, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras", "mlflow"):
+            raise ImportError(f"{name} imported while checking a command line")
+sys.meta_path.insert(0, Refuse())
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as `python <script>` does
+if sys.argv[0].endswith(".py"):
+    runpy.run_path(sys.argv[0], run_name="__main__")
+else:  # python -m zoo.compare
+    runpy.run_module(os.path.basename(sys.argv[0]), run_name="__main__", alter_sys=True)
+"""
+
+LIMIT_SECONDS = 3.0
+TIMES = {}
+
+TRAIN = [  # (arguments, strings the output must hold: the key and the value)
+    (["model=transformer", "model.embed_dim=100", "model.num_heads=3"], ["model.embed_dim=100", "num_heads=3", "99"]),
+    (["data=tatoeba", "data.path=/nonexistent.zip"], ["data.path=/nonexistent.zip", "does not exist"]),
+    (["model=nope"], ["model", "'nope'", "Available: aoa_reader, bahdanau,"]),
+    (["trainer.epochs=abc"], ["trainer.epochs='abc'", "an integer", "default: 20"]),
+    (["trainer.epochs=0"], ["trainer.epochs=0", "positive integer", "default: 20"]),
+    (["trainer.batch_size=-5"], ["trainer.batch_size=-5", "positive integer"]),
+    (["trainer.epochz=3"], ["trainer.epochz", "Keys in trainer: epochs"]),
+    (["model.hidden_size=0"], ["model.hidden_size=0", "default: 128"]),
+    (["model=luong", "model.hidden_size=7"], ["model.hidden_size=7", "even", "bidirectional=True"]),
+    (["model=transformer", "model.embed_dim=6", "model.num_heads=2"], ["model.embed_dim=6", "rotary"]),
+    (["model.dropout=1.5"], ["model.dropout=1.5", "[0, 1)"]),
+    (["optimizer.learning_rate=-1"], ["optimizer.learning_rate=-1", "positive number", "default: 0.003"]),
+    (["optimizer.name=rmsprop"], ["optimizer.name=rmsprop", "Available: adam, adamw, sgd"]),
+    (["optimizer.decay=cosine"], ["optimizer.decay=cosine", "inverse_sqrt"]),
+    (["decoding.strategy=topk"], ["decoding.strategy=topk", "greedy, beam, sample"]),
+    (["decoding=beam", "decoding.beam_size=0"], ["decoding.beam_size=0", "integer >= 1"]),
+    (["decoding=sample", "decoding.top_p=1.5"], ["decoding.top_p=1.5", "(0, 1]"]),
+    (["decoding=sample", "decoding.temperature=0"], ["decoding.temperature=0", "> 0"]),
+    (["decoding.top_p=0.5"], ["decoding.top_p=0.5", "does nothing with decoding.strategy=greedy"]),
+    (["decoding.max_length=0"], ["decoding.max_length=0", "positive integer"]),
+    (["trainer.label_smoothing=1.0"], ["trainer.label_smoothing=1.0", "[0, 1)"]),
+    (["trainer.strategy=horovod"], ["trainer.strategy=horovod", "mirrored"]),
+    (["trainer.precision=float8"], ["trainer.precision=float8", "mixed_bfloat16"]),
+    (["trainer.device=tpu"], ["trainer.device=tpu", "auto, cpu, gpu"]),
+    (["trainer.keep_checkpoints=0"], ["trainer.keep_checkpoints=0", ">= 1"]),
+    (["model.attention=nope"], ["model.attention=nope", "Available: additive"]),
+    (["model=transformer", "model.attention=dot"], ["model.attention", "no attention to choose"]),
+    (["model.attention=self_attentive"], ["model.attention=self_attentive", "alignment"]),
+    (["data.tokenizer=bpe"], ["data.tokenizer=bpe", "wordpiece"]),
+    (["model=nadaraya_watson"], ["model=nadaraya_watson", "regression"]),
+    (["seed=x"], ["seed='x'", "an integer"]),
+    (["data=tatoeba", "data.max_len=0", "data.min_freq=0"], ["data.max_len=0", "data.min_freq=0"]),
+    (["model=transformer", "model.max_length=64"], ["model.max_length=64", "positions=learned"]),
+    (["trainer.resume=0123456789abcdef"], ["trainer.resume=0123456789abcdef", "is not a run in"]),
+    (["trainer.epochs=1"], ["http://127.0.0.1:9", "not reachable"], "server_down"),
+    (["-m", "model=bahdanau,nope"], ["'nope'"]),
+    (["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz=1", "optimizer.name=rmsprop"],
+     ["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz", "optimizer.name=rmsprop"]),
+]
+
+EVALUATE = [
+    ([], ["run_id=", "saved_model=", "model_uri=", "Received: none"]),
+    (["run_id=0123456789abcdef"], ["run_id=0123456789abcdef", "is not a run in"]),
+    (["run_id={bare_run}"], ["run_id={bare_run}", "has no saved_model/"]),
+    (["saved_model={empty_dir}"], ["saved_model={empty_dir}", "not a SavedModel directory"]),
+    (["saved_model=/nonexistent/saved_model"], ["saved_model=/nonexistent/saved_model", "does not exist"]),
+    (["model_uri=runs:/0123456789abcdef/model"], ["model_uri=0123456789abcdef", "is not a run in"]),
+    (["model_uri=runs:/{bare_run}/model"], ["model_uri=runs:/{bare_run}/model", "has no artifact 'model'"]),
+    (["model_uri=models:/nomodel/1"], ["model_uri=models:/nomodel/1", "not a registered model version"]),
+    (["model_uri=s3://bucket/model"], ["model_uri=s3://bucket/model", "runs:/<run id>/model"]),
+    (["run_id={bare_run}", "split=dev"], ["split=dev", "train, val, test"]),
+    (["run_id={bare_run}", "batch_size=0"], ["batch_size=0", "positive integer"]),
+    (["run_id={bare_run}", "compare_to=fedcba9876543210"], ["compare_to=fedcba9876543210", "is not a run in"]),
+    (["run_id={bare_run}", "decoding.top_p=0"], ["decoding.top_p=0", "(0, 1]"]),
+    (["run_id={bare_run}", "decoding.strategy=nope"], ["decoding.strategy=nope", "greedy, beam, sample"]),
+    (["run_id={bare_run}", "data=nope"], ["data=nope", "Available: dates"]),
+    (["run_id={bare_run}", "saved_model={empty_dir}"], ["exactly one of", "run_id=", "saved_model="]),
+    (["run_id=x"], ["run_id=x", "no MLflow store"], "missing_store"),
+]
+
+
+TOOLS = [  # python -m <module> <arguments>
+    ("zoo.bench", ["--models", "foo,bahdanau", "--steps", "0"], ["'foo'", "--steps=0"]),
+    ("zoo.bench", ["--input-wait", "model=transformer", "model.num_heads=3"], ["model.embed_dim=64", "num_heads=3"]),
+    ("zoo.compare", ["--data", "nope"], ["--data=nope", "Available: dates"]),
+    ("zoo.compare", ["--by-length", "--metric", "test_loss"], ["--metric=test_loss", "test_bleu"]),
+    ("zoo.compare", ["--out", "figure.png"], ["--out=figure.png", "--by-length"]),
+    ("zoo.compare", [], ["no MLflow store"], "missing_store"),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A real SQLite MLflow store holding one run without artifacts (as a run that failed before export)."""
+    import mlflow
+
+    root = tmp_path_factory.mktemp("bad_input")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("attention-zoo", artifact_location=str(root / "artifacts"))
+    run = client.create_run(experiment)
+    client.set_terminated(run.info.run_id, "FAILED")
+    empty = root / "not_a_saved_model"
+    empty.mkdir()
+    return {"uri": uri, "bare_run": run.info.run_id, "empty_dir": str(empty), "root": root}
+
+
+def run_entry_point(script, args, uri, cwd):
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, TF_CPP_MIN_LOG_LEVEL="3")
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", RUNNER, str(ROOT / script), *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=60)
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result, wall, cpu
+
+
+def check(script, args, expected, store, flag=None, module=None):
+    values = {k: v for k, v in store.items() if isinstance(v, str)}
+    args = [a.format(**values) for a in args]
+    expected = [e.format(**values) for e in expected]
+    uri = {"missing_store": f"sqlite:///{store['root'] / 'absent.db'}",  # a store that is not there
+           "server_down": "http://127.0.0.1:9"}.get(flag, store["uri"])  # a server that does not answer
+    result, wall, cpu = run_entry_point(module or script, args, uri, cwd=store["root"])
+    TIMES[f"{script} {' '.join(args) or '(no arguments)'}"] = (wall, cpu)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Traceback" not in output, output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("error: ") for ln in lines), output
+    for text in expected:
+        assert text in result.stderr, f"{text!r} not in:\n{result.stderr}"
+    assert cpu < LIMIT_SECONDS, f"{cpu:.2f} s CPU ({wall:.2f} s wall) for {script} {' '.join(args)}"
+
+
+@pytest.mark.parametrize("case", TRAIN, ids=[" ".join(c[0]) for c in TRAIN])
+def test_train_py_rejects(case, store):
+    args, expected, *flags = case
+    check("train.py", args, expected, store, *flags)
+
+
+@pytest.mark.parametrize("case", EVALUATE, ids=[" ".join(c[0]) or "(none)" for c in EVALUATE])
+def test_evaluate_py_rejects(case, store):
+    args, expected, *flags = case
+    check("evaluate.py", args, expected, store, *flags)
+
+
+@pytest.mark.parametrize("case", TOOLS, ids=[f"{c[0]} {' '.join(c[1])}" for c in TOOLS])
+def test_tools_reject(case, store):
+    module, args, expected, *flags = case
+    check(f"-m {module}", args, expected, store, *flags, module=module)
+
+
+def test_the_table_is_large_and_the_slowest_is_reported():
+    """Runs last in this file: at least 30 command lines were checked; prints the slowest."""
+    assert len(TRAIN) + len(EVALUATE) + len(TOOLS) >= 30
+    if TIMES:
+        slowest = sorted(TIMES.items(), key=lambda kv: -kv[1][1])[:5]
+        print(f"\nslowest bad command lines of {len(TIMES)} (CPU s of the process tree, wall s):")
+        for command, (wall, cpu) in slowest:
+            print(f"  {cpu:5.2f}  {wall:5.2f}  {command}")
+        print(f"  slowest wall time: {max(w for w, _ in TIMES.values()):.2f} s")
