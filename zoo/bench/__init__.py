@@ -67,7 +67,7 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
         trainees.append(measure.make_trainee(name, "reference", measure.reference_builder(name, sizes, task, seed),
                                              batches, lr))
     if size in (cfg.variants.sizes or []):
-        padded = measure.pad_to_buckets(batches)
+        padded = measure.pad_to_one_shape(batches)
         for run in cfg.variants.runs:
             for name in cfg.variants.models or []:
                 if name in names:

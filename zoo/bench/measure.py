@@ -64,22 +64,28 @@ def matmul_flops(dtype: str, n: int = 1024, repeats: int = 10) -> float:
 
 
 def fixed_batches(task, batch_size: int, count: int, seed: int):
-    """``count`` training batches (bucketed and shuffled as in training), held in memory."""
+    """``count`` full training batches (bucketed and shuffled as in training), held in memory."""
+    import tensorflow as tf
+
     from zoo.data import make_dataset
 
-    ds = make_dataset(task, "train", batch_size, shuffle=True, seed=seed).repeat().take(count)
+    ds = make_dataset(task, "train", batch_size, shuffle=True, seed=seed).repeat()
+    ds = ds.filter(lambda x, y: tf.shape(y)[0] == batch_size).take(count)
     return list(ds)
 
 
-def pad_to_buckets(batches, width: int = 4):
-    """Each batch's lengths rounded up to a multiple of ``width``, so XLA compiles a few shapes."""
+def pad_to_one_shape(batches):
+    """Every batch padded to the longest source and target lengths of ``batches``: XLA compiles once.
+    The padding's work is counted against the variant (tokens/s counts real tokens only)."""
     import tensorflow as tf
 
-    def pad(t):
-        length = int(t.shape[1])
-        return tf.pad(t, [[0, 0], [0, -(-length // width) * width - length]])
+    source_to = max(int(s.shape[1]) for (s, _), _ in batches)
+    target_to = max(int(t.shape[1]) for _, t in batches)
 
-    return [((pad(s), pad(ti)), pad(to)) for (s, ti), to in batches]
+    def pad(t, to):
+        return tf.pad(t, [[0, 0], [0, to - int(t.shape[1])]])
+
+    return [((pad(s, source_to), pad(ti, target_to)), pad(to, target_to)) for (s, ti), to in batches]
 
 
 def lengths(batches):
