@@ -97,8 +97,9 @@ EVALUATE = [
 
 
 TOOLS = [  # python -m <module> <arguments>
-    ("zoo.bench", ["--models", "foo,bahdanau", "--steps", "0"], ["'foo'", "--steps=0"]),
-    ("zoo.bench", ["--input-wait", "model=transformer", "model.num_heads=3"], ["model.embed_dim=64", "num_heads=3"]),
+    ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]"], ["'foo'", "train.rounds=0", "'huge'"]),
+    ("zoo.bench", ["input_wait.overrides=['model=transformer','model.num_heads=3']"],
+     ["input_wait.overrides", "model.embed_dim=64", "num_heads=3"]),
     ("zoo.compare", ["--data", "nope"], ["--data=nope", "Available: dates"]),
     ("zoo.compare", ["--by-length", "--metric", "test_loss"], ["--metric=test_loss", "test_bleu"]),
     ("zoo.compare", ["--out", "figure.png"], ["--out=figure.png", "--by-length"]),

@@ -502,19 +502,27 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
     return found + store_problems("--tracking-uri", tracking_uri)
 
 
-def bench_problems(models: Optional[str], steps: int, input_wait: Optional[Sequence[str]]) -> List[str]:
-    """``python -m zoo.bench`` arguments, checked before TensorFlow starts."""
+def bench_problems(cfg: Any) -> List[str]:
+    """``python -m zoo.bench`` settings (``conf/bench.yaml`` composed with the command line), checked before
+    TensorFlow starts: sizes, models, round counts, and the ``input_wait`` training command line."""
     found = []
-    if models is not None:
+    sizes = list(cfg.get("sizes") or [])
+    for size in sizes:
+        if size not in cfg.size:
+            found.append(f"sizes: '{size}' is not a size. Available: {', '.join(cfg.size)} (default: [small, base])")
+    if cfg.get("models") is not None:
         allowed = catalog.models("seq2seq")
-        for name in models.split(","):
+        for name in cfg.models:
             if name not in allowed:
-                found.append(f"--models: '{name}' is not a sequence model. Available: {', '.join(allowed)} "
-                             f"(default: all of them)")
-    if steps <= 0:
-        found.append(f"--steps={steps} is not valid: expected a positive integer (default: 300).")
-    if input_wait is not None:
-        found += problems(list(input_wait), "train")
+                found.append(f"models: '{name}' is not a sequence model. Available: {', '.join(allowed)} "
+                             f"(default: null, all of them)")
+    for key, least in (("batches", 1), ("rounds", 1), ("warmup", 0)):
+        value = cfg.train.get(key)
+        if not _is_int(value) or value < least:
+            found.append(f"train.{key}={value!r} is not valid: expected an integer >= {least}.")
+    overrides = (cfg.get("input_wait") or {}).get("overrides")
+    if overrides is not None:
+        found += [f"input_wait.overrides: {line}" for line in problems(list(overrides), "train")]
     return found
 
 

@@ -130,6 +130,12 @@ class BaseAttention(keras.layers.Layer):
         """Work on the keys that does not depend on the query (e.g. ``U_a h_j``). Default: identity."""
         return key
 
+    def prepare(self, value, key=None):
+        """All the query-independent work on the memory, done once per source: what ``attend``
+        takes as ``prepared_key``. Default: ``prepare_key(key)`` (``key`` defaults to ``value``);
+        ``multi_head`` also projects the values here (``V W^V``)."""
+        return self.prepare_key(value if key is None else key)
+
     def score(self, query, prepared_key):
         """Unnormalized scores ``[B, Tq, Tv]`` from ``query [B, Tq, Dq]`` and prepared keys."""
         raise NotImplementedError
@@ -165,7 +171,7 @@ class BaseAttention(keras.layers.Layer):
         return mask
 
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
-        """Attention with keys already passed through ``prepare_key``; ``mask`` is ``[B, Tq, Tv]``."""
+        """Attention with keys already passed through ``prepare`` (or ``prepare_key``); ``mask`` is ``[B, Tq, Tv]``."""
         scores = self.score(query, prepared_key)
         weights = masked_softmax(scores, mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
@@ -178,7 +184,7 @@ class BaseAttention(keras.layers.Layer):
              attention_mask=None, use_causal_mask=False, return_attention_scores=False, training=None):
         key = value if key is None else key
         mask = self.combine_masks(query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
-        return self.attend(query, value, self.prepare_key(key), mask=mask,
+        return self.attend(query, value, self.prepare(value, key), mask=mask,
                            return_attention_scores=return_attention_scores, training=training)
 
     def compute_mask(self, query, previous_mask=None):

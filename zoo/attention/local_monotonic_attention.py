@@ -120,7 +120,7 @@ class LocalMonotonicAttention(BaseAttention):
              query_positions=None, position_offset=0):
         key = value if key is None else key
         mask = self.combine_masks(query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
-        return self.attend(query, value, self.prepare_key(key), mask=mask,
+        return self.attend(query, value, self.prepare(value, key), mask=mask,
                            return_attention_scores=return_attention_scores, training=training,
                            query_positions=query_positions, position_offset=position_offset)
 

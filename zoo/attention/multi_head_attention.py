@@ -23,8 +23,10 @@ class MultiHeadAttention(BaseAttention):
 
     The projections have the layout of ``keras.layers.MultiHeadAttention`` (kernels
     ``[D, H, d_k]``, ``[H, d_v, D_out]``, biases ``[H, d_k]``, ``[D_out]``), so weights copy
-    across and the two layers give the same numbers. ``prepare_key`` computes ``K W^K`` (and
-    the ``1/sqrt(d_k)`` factor) once per source sequence; ``V W^V`` is computed in ``attend``.
+    across and the two layers give the same numbers. ``prepare`` computes ``K W^K`` (and
+    the ``1/sqrt(d_k)`` factor) and ``V W^V`` once per source sequence, so a decoder's ``attend``
+    per step projects only its query; ``attend_heads`` and ``write_cache`` serve a decoder that
+    projects (and rotates) its own queries and keys and caches them (the Transformer).
 
     Differences from ``keras.layers.MultiHeadAttention``: a query with nothing to attend to
     gives a 0 output row, where the Keras layer gives a nonzero row (all keys masked) or
@@ -111,16 +113,44 @@ class MultiHeadAttention(BaseAttention):
             key = key * ops.cast(1.0 / math.sqrt(self.head_key_dim), key.dtype)
         return key
 
+    def prepare(self, value, key=None):
+        """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source."""
+        return self.prepare_key(value if key is None else key), self.value_dense(value)
+
     def score(self, query, prepared_key):
         return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
 
-    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
-        scores = self.score(query, prepared_key)
+    def attend_heads(self, queries, keys, values, mask=None, training=None):
+        """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
+        and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
+        broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
+        [B, H, Tq, Tv])``. The Transformer calls it with rotated queries/keys and cached keys/values."""
+        scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
         weights = masked_softmax(scores, head_mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        heads = ops.einsum("bhqk,bkhd->bqhd", dropped, self.value_dense(value))  # [B, Tq, H, d_v]
-        output = self.output_dense(heads)
+        heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
+        return self.output_dense(heads), weights
+
+    @staticmethod
+    def write_cache(cache_keys, cache_values, keys, values, step):
+        """A decoder's key/value cache ``[B, L, H, d]`` with one position's ``keys``/``values``
+        ``[B, 1, H, d]`` written at slot ``step [B]``. Returns ``(cache_keys, cache_values, mask
+        [B, 1, L])``, the mask True at the slots written so far (``<= step``); fixed shapes, so a
+        ``tf.while_loop`` carries the cache (as keras-hub's ``CachedMultiHeadAttention``)."""
+        slots = ops.arange(ops.shape(cache_keys)[1], dtype="int32")[None, :]  # [1, L]
+        step = ops.expand_dims(ops.cast(step, "int32"), 1)  # [B, 1]
+        write = ops.expand_dims(ops.expand_dims(slots == step, -1), -1)  # [B, L, 1, 1]
+        cache_keys = ops.where(write, ops.cast(keys, cache_keys.dtype), cache_keys)
+        cache_values = ops.where(write, ops.cast(values, cache_values.dtype), cache_values)
+        return cache_keys, cache_values, ops.expand_dims(slots <= step, 1)
+
+    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
+        if isinstance(prepared_key, (tuple, list)):  # from ``prepare``: the values are projected already
+            keys, values = prepared_key
+        else:  # from ``prepare_key``: project the values here
+            keys, values = prepared_key, self.value_dense(value)
+        output, weights = self.attend_heads(self.query_dense(query), keys, values, mask, training=training)
         if mask is not None:  # nothing to attend to -> 0, not the output bias
             output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
         if return_attention_scores:

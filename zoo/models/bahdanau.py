@@ -128,7 +128,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
                                          self.bidirectional, self.output_dropout, training=training)
         finals = [state for layer in finals for state in layer]  # h (, c) per layer
         bridged = tuple(bridge(final) for bridge, final in zip([self.bridge, *self.extra_bridges], finals))
-        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
+        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare(memory),
                 "initial_states": bridged}
 
     def initial_state(self, memory, max_length=None):

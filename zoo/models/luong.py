@@ -108,7 +108,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
         memory, finals = rnn.run_encoder(self.encoder_layers, embedded, mask, self.bidirectional,
                                          self.layer_dropout, training=training)
-        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare_key(memory),
+        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare(memory),
                 "initial_states": tuple(state for layer in finals for state in layer)}
 
     def initial_state(self, memory, max_length=None):

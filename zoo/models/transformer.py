@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 import zoo.attention as zoo_attention
-from zoo.attention.base_attention import causal_mask, masked_softmax
+from zoo.attention.base_attention import causal_mask
 from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import attention_row, rate
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
@@ -22,22 +22,6 @@ CONSTRAINTS = (
     {"rule": "even_quotient", "key": "embed_dim", "of": "num_heads", "when": {"positions": "rotary"},
      "why": "rotary positions rotate pairs of each head's features"},
 )
-
-
-def _multi_head(attention, queries, keys, values, mask, training=None):
-    """Scaled dot-product attention of projected heads, with the weights of ``attention``.
-
-    ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tk, H, d_k]`` (``K W^K / sqrt(d_k)``,
-    from ``attention.prepare_key``), ``values [B, Tk, H, d_v]`` (``V W^V``), ``mask`` bool
-    broadcastable to ``[B, Tq, Tk]``. Returns ``(Concat(heads) W^O [B, Tq, D], weights
-    [B, H, Tq, Tk])``: eq. 1 and sec. 3.2.2 of Vaswani et al. (2017). Keys and values come in
-    projected, so a decoder caches them (self-attention) or computes them once (cross-attention).
-    """
-    scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
-    weights = masked_softmax(scores, ops.expand_dims(ops.cast(mask, "bool"), 1))
-    dropped = attention.dropout_layer(weights, training=training) if attention.dropout > 0 else weights
-    heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)
-    return attention.output_dense(heads), weights
 
 
 class _Block(keras.layers.Layer):
@@ -89,7 +73,7 @@ class _Block(keras.layers.Layer):
     def project_self(self, h, start_index=0):
         """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``."""
         attention = self.self_attention
-        queries, keys, values = attention.query_dense(h), attention.prepare_key(h), attention.value_dense(h)
+        queries, (keys, values) = attention.query_dense(h), attention.prepare(h)
         if self.rope is not None:
             queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
         return queries, keys, values
@@ -101,7 +85,7 @@ class _EncoderLayer(_Block):
     def call(self, x, attention_mask, training=None):
         def attend(h):
             queries, keys, values = self.project_self(h)
-            return _multi_head(self.self_attention, queries, keys, values, attention_mask, training=training)
+            return self.self_attention.attend_heads(queries, keys, values, attention_mask, training=training)
 
         x, weights = self.residual(x, self.self_attention_norm, attend, training)
         return self.feed_forward(x, training), weights
@@ -124,12 +108,12 @@ class _DecoderLayer(_Block):
 
     def cross_keys_values(self, memory):
         """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source."""
-        return self.cross_attention.prepare_key(memory), self.cross_attention.value_dense(memory)
+        return self.cross_attention.prepare(memory)
 
     def _cross(self, x, cross_keys, cross_values, cross_mask, training):
         def attend(h):
-            return _multi_head(self.cross_attention, self.cross_attention.query_dense(h), cross_keys, cross_values,
-                               cross_mask, training=training)
+            return self.cross_attention.attend_heads(self.cross_attention.query_dense(h), cross_keys, cross_values,
+                                                     cross_mask, training=training)
 
         return self.residual(x, self.cross_attention_norm, attend, training)
 
@@ -138,7 +122,7 @@ class _DecoderLayer(_Block):
         def attend(h):
             queries, keys, values = self.project_self(h)
             mask = ops.expand_dims(causal_mask(ops.shape(h)[1], ops.shape(h)[1]), 0)  # [1, Tt, Tt]
-            return _multi_head(self.self_attention, queries, keys, values, mask, training=training)
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training)
 
         x, self_weights = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
@@ -146,19 +130,14 @@ class _DecoderLayer(_Block):
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
         """One position ``x [B, 1, D]`` at index ``step [B]``; the caches ``[B, L, H, d]`` get its keys/values."""
-        slots = ops.arange(ops.shape(cache_keys)[1], dtype="int32")[None, :]  # [1, L]
-        step = ops.expand_dims(step, 1)  # [B, 1]
         new_caches = []
 
         def attend(h):
             # Rows decode in lockstep (greedy, beam search), and rotary takes one scalar start.
             queries, keys, values = self.project_self(h, start_index=ops.max(step))
-            write = ops.expand_dims(ops.expand_dims(slots == step, -1), -1)  # [B, L, 1, 1]
-            keys = ops.where(write, ops.cast(keys, cache_keys.dtype), cache_keys)
-            values = ops.where(write, ops.cast(values, cache_values.dtype), cache_values)
+            keys, values, mask = self.self_attention.write_cache(cache_keys, cache_values, keys, values, step)
             new_caches.extend([keys, values])
-            mask = ops.expand_dims(slots <= step, 1)  # [B, 1, L]: slots after `step` are not written yet
-            return _multi_head(self.self_attention, queries, keys, values, mask, training=training)
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training)
 
         x, _ = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)

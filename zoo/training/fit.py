@@ -104,6 +104,16 @@ def _train_step(model, optimizer, strategy, label_smoothing: float, clipnorm: Op
     return step  # compiled by ``fit`` with the input signature of the first epoch's iterator
 
 
+def make_train_step(model, optimizer, runtime, trainer):
+    """``(step, counter)``: the training step ``fit`` runs, before compilation (``counter["traces"]``
+    counts its traces). ``step(batch, stop) -> (loss, rows, stop, source_shape)``; ``zoo.bench``
+    times this exact step."""
+    counter = {"traces": 0}
+    step = _train_step(model, optimizer, runtime.strategy, float(trainer.get("label_smoothing") or 0.0),
+                       trainer.clipnorm, runtime.replicas, counter, bool(trainer.jit_compile))
+    return step, counter
+
+
 def _clip_global(ctx, grads, clipnorm: float, replicas: int):
     """Each variable's gradient clipped to ``clipnorm`` as one replica would clip the global batch's
     (Keras' ``clipnorm``), in a form the optimizer's own all-reduce (a sum) turns into it.

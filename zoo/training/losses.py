@@ -9,10 +9,14 @@ def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
     real tokens (1.0, padding 0.0), both ``[B, T]``. ``MaskedCrossEntropy`` and the training
     loop's global-batch loss are built from these two."""
     y_true = ops.cast(y_true, "int32")
-    logp = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-    nll = -ops.take_along_axis(logp, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
-    if label_smoothing > 0:
-        nll = (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(logp, axis=-1)
+    logits = ops.cast(y_pred, "float32")
+    # The fused sparse softmax cross-entropy (TensorFlow: one op whose gradient is softmax - onehot).
+    # log_softmax + take_along_axis gave the same numbers, but its gradient scattered into a dense
+    # [B, T, V] tensor (UnsortedSegmentSum): 11% of a base-size training step (zoo.bench, profiled).
+    nll = ops.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
+    if label_smoothing > 0:  # mean_v log p(v) = mean_v z_v - logsumexp(z)
+        mean_logp = ops.mean(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
+        nll = (1.0 - label_smoothing) * nll - label_smoothing * mean_logp
     return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
 
 

@@ -1,0 +1,159 @@
+"""Benchmarks: ``python -m zoo.bench [key=value ...]`` (Hydra, ``conf/bench.yaml``).
+
+One run measures, on this machine and side by side, for every registered sequence model at each
+size of ``sizes`` (``small``: d2l's chapter sizes on 600 fra-eng pairs; ``base``: width 256, FFN
+1024, 2+2 Transformer layers, 8,000-word vocabularies, sentences up to 20 tokens; ``tiny``: the
+test's, on generated data):
+
+- training target tokens/s (real tokens), step time and analytic training FLOPs per step
+  (``zoo.bench.flops``) of the project's own training step (``zoo.training.fit``), interleaved
+  round by round with the in-run references (``zoo.bench.references``) on the same batches; the
+  share of the machine's float32 matmul FLOP/s (measured in the same run, with bfloat16's) used;
+- the same step with ``trainer.precision=mixed_bfloat16`` and ``trainer.jit_compile=true``;
+- greedy, beam-4 and sampling sentences/s; cached vs full-recompute decoding; SavedModel
+  ``translate`` p50/p95 for one 10-word sentence and for 64 sentences;
+- the share of step time waiting for input in ``python train.py experiment=fra_eng``'s pipeline;
+- the ``experiment=fra_eng`` test BLEU of the newest finished run in the tracking store.
+
+Every target of ``targets`` is printed with its figure and PASS/FAIL (NOT MEASURED without a
+figure); the report goes to ``output_dir`` (``results.json``, ``report.md``) and to the MLflow
+experiment ``bench`` with the machine's description. Speed targets live here, never in unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from zoo.bench import measure  # noqa: E402
+from zoo.bench import report as reports  # noqa: E402
+
+
+def compose(overrides: Sequence[str] = ()):
+    """The config ``python -m zoo.bench <overrides>`` runs with."""
+    from zoo.config import compose_train
+
+    return compose_train(list(overrides), config_name="bench")
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
+    """Everything measured at one size: training rows (ours, references, variants) and decoding rows."""
+    from omegaconf import OmegaConf
+
+    from zoo.data import load_task
+
+    spec = cfg.size[size]
+    data = OmegaConf.to_container(spec.data, resolve=True)
+    _say(f"[{size}] data: {data['name']}")
+    task = load_task(data)
+    seed = int(cfg.seed)
+    batches = measure.fixed_batches(task, int(spec.batch_size), int(cfg.train.batches), seed)
+    lr = float(cfg.train.learning_rate)
+    trainees = []
+    overrides = {name: list(spec.model.get(name) or []) for name in names}
+    for name in names:
+        trainees.append(measure.make_trainee(name, "ours", measure.zoo_builder(name, overrides[name], task, seed),
+                                             batches, lr))
+    for name in cfg.references or []:
+        sizes = OmegaConf.to_container(spec.reference, resolve=True)
+        trainees.append(measure.make_trainee(name, "reference", measure.reference_builder(name, sizes, task, seed),
+                                             batches, lr))
+    if size in (cfg.variants.sizes or []):
+        padded = measure.pad_to_one_shape(batches)
+        for run in cfg.variants.runs:
+            for name in cfg.variants.models or []:
+                if name in names:
+                    trainees.append(measure.make_trainee(
+                        f"{name}@{run.name}", "variant", measure.zoo_builder(name, overrides[name], task, seed),
+                        padded if run.jit_compile else batches, lr, precision=str(run.precision),
+                        jit_compile=bool(run.jit_compile)))
+    _say(f"[{size}] training: {', '.join(t.name for t in trainees)} ({len(batches)} batches x "
+         f"{int(cfg.train.rounds)} interleaved rounds)")
+    train = measure.train_throughput(trainees, int(cfg.train.rounds), int(cfg.train.warmup))
+    decode = {}
+    if size in (cfg.decode.sizes or []):
+        for trainee in trainees:
+            if trainee.kind == "ours":
+                _say(f"[{size}] decoding: {trainee.name}")
+                decode[trainee.name] = measure.decoding(
+                    trainee.model, task, int(cfg.decode.batch), int(cfg.decode.recompute_tokens),
+                    int(cfg.decode.recompute_batch), int(cfg.decode.latency_calls))
+    return {"data": {k: v for k, v in data.items() if v is not None}, "batch_size": int(spec.batch_size),
+            "source_vocab_size": task.source_tokenizer.vocab_size,
+            "target_vocab_size": task.target_tokenizer.vocab_size, "train": train, "decode": decode}
+
+
+def run(cfg) -> Dict[str, object]:
+    """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report; returns the results."""
+    import keras
+
+    import zoo.models
+    from zoo.tracking import resolve_tracking_uri
+
+    names = list(cfg.models) if cfg.models else zoo.models.names(task="seq2seq")
+    keras.utils.set_random_seed(int(cfg.seed))
+    machine = measure.machine()
+    _say(f"machine: {measure.describe(machine)}")
+    peak = {"float32": measure.matmul_flops("float32", int(cfg.matmul.n), int(cfg.matmul.repeats)),
+            "bfloat16": measure.matmul_flops("bfloat16", int(cfg.matmul.n), int(cfg.matmul.repeats))}
+    _say(f"matmul: float32 {peak['float32'] / 1e9:.1f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:.1f} GFLOP/s")
+    results = {"machine": machine, "description": measure.describe(machine), "matmul_flop_per_s": peak,
+               "sizes": {}, "config": _plain(cfg)}
+    for size in cfg.sizes:
+        results["sizes"][size] = bench_size(cfg, str(size), names)
+        for row in results["sizes"][size]["train"].values():
+            row["utilisation"] = row["flop_per_s"] / peak["float32"] if row.get("flop_per_s") else None
+    wait = cfg.input_wait.overrides
+    if wait:
+        _say(f"input wait: python train.py {' '.join(wait)}")
+        results["input_wait"] = measure.input_wait(list(wait), int(cfg.input_wait.steps), int(cfg.input_wait.warmup))
+    uri = resolve_tracking_uri(cfg.tracking.uri)
+    found = measure.newest_run(uri, str(cfg.bleu_run.experiment), str(cfg.bleu_run.overrides))
+    results["fra_eng_run"] = ({"run_id": found[0], "test_bleu": found[1], "train_seconds": found[2]}
+                              if found else None)
+    results["targets"] = reports.targets(results, cfg.targets)
+    text = reports.markdown(results)
+    print(text, flush=True)
+    out = Path(str(cfg.output_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    (out / "report.md").write_text(text, encoding="utf-8")
+    results["run_id"] = reports.log_to_mlflow(results, uri, [out / "results.json", out / "report.md"])
+    _say(f"written: {out / 'report.md'}, {out / 'results.json'}; MLflow experiment 'bench', run {results['run_id']}")
+    return results
+
+
+def _plain(cfg):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def main(argv=None) -> Dict[str, object]:
+    """``python -m zoo.bench [key=value ...]``: Hydra overrides of ``conf/bench.yaml``."""
+    import sys
+
+    from zoo.config import bench_problems
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = compose(args)
+    except Exception as error:  # Hydra's own override errors: one line, not a traceback
+        if type(error).__module__.startswith(("hydra", "omegaconf")):
+            print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
+            raise SystemExit(2) from None
+        raise
+    found = bench_problems(cfg)
+    if found:
+        for line in found:
+            print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(2)
+    return run(cfg)

@@ -1,0 +1,325 @@
+"""The measurements: the machine, matmul FLOP/s, training steps, decoding, SavedModel latency, input wait."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import tempfile
+import time
+from typing import Dict, List
+
+from zoo.bench import flops as flop_counts
+from zoo.bench import references
+from zoo.tokens import PAD_ID
+
+
+def machine() -> Dict[str, object]:
+    """The CPU (model name, cores, AVX2 / AVX-512 / AMX flags), TensorFlow and Keras versions, the date."""
+    import keras
+    import tensorflow as tf
+
+    flags, model = set(), platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    gpus = tf.config.list_physical_devices("GPU")
+    return {"cpu": model, "cores": os.cpu_count(), "avx2": "avx2" in flags, "avx512": "avx512f" in flags,
+            "avx512_bf16": "avx512_bf16" in flags, "amx": "amx_bf16" in flags and "amx_tile" in flags,
+            "gpu": ", ".join(g.name for g in gpus) or "none", "tensorflow": tf.__version__,
+            "keras": keras.__version__, "python": platform.python_version(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def describe(m: Dict[str, object]) -> str:
+    isa = ", ".join(name for name, key in (("AVX2", "avx2"), ("AVX-512", "avx512"), ("AVX512-BF16", "avx512_bf16"),
+                                             ("AMX", "amx")) if m[key]) or "no AVX2"
+    missing = [name for name, key in (("AVX-512", "avx512"), ("AMX", "amx")) if not m[key]]
+    tail = f"; no {' or '.join(missing)}" if missing else ""
+    return (f"{m['cpu']}, {m['cores']} cores ({isa}{tail}); GPU: {m['gpu']}; TensorFlow {m['tensorflow']}, "
+            f"Keras {m['keras']}; {m['date']}")
+
+
+def matmul_flops(dtype: str, n: int = 1024, repeats: int = 10) -> float:
+    """The machine's matmul FLOP/s for ``dtype`` (float32 | bfloat16): best of ``repeats`` timed products."""
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal([n, n]), dtype)
+    b = tf.cast(tf.random.normal([n, n]), dtype)
+    f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    f().numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f().numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * n ** 3 / best
+
+
+def fixed_batches(task, batch_size: int, count: int, seed: int):
+    """``count`` full training batches (bucketed and shuffled as in training), held in memory."""
+    import tensorflow as tf
+
+    from zoo.data import make_dataset
+
+    ds = make_dataset(task, "train", batch_size, shuffle=True, seed=seed).repeat()
+    ds = ds.filter(lambda x, y: tf.shape(y)[0] == batch_size).take(count)
+    return list(ds)
+
+
+def pad_to_one_shape(batches):
+    """Every batch padded to the longest source and target lengths of ``batches``: XLA compiles once.
+    The padding's work is counted against the variant (tokens/s counts real tokens only)."""
+    import tensorflow as tf
+
+    source_to = max(int(s.shape[1]) for (s, _), _ in batches)
+    target_to = max(int(t.shape[1]) for _, t in batches)
+
+    def pad(t, to):
+        return tf.pad(t, [[0, 0], [0, to - int(t.shape[1])]])
+
+    return [((pad(s, source_to), pad(ti, target_to)), pad(to, target_to)) for (s, ti), to in batches]
+
+
+def lengths(batches):
+    """``(source_lengths, target_lengths)`` of the real tokens of every sentence of ``batches``."""
+    import numpy as np
+
+    src, tgt = [], []
+    for (source, _), target_out in batches:
+        src.append(np.sum(source.numpy() != PAD_ID, axis=1))
+        tgt.append(np.sum(target_out.numpy() != PAD_ID, axis=1))
+    return np.concatenate(src), np.concatenate(tgt)
+
+
+class Trainee:
+    """A model, its optimizer and the project's compiled training step (``zoo.training.fit``)."""
+
+    def __init__(self, name, kind, model, optimizer, step, batches, forward_flops):
+        self.name, self.kind, self.model, self.optimizer = name, kind, model, optimizer
+        self.step, self.batches, self.forward_flops = step, batches, forward_flops
+        self.rounds: List[float] = []
+
+    def run(self, batches=None):
+        import tensorflow as tf
+
+        stop = tf.constant(0.0)
+        loss = None
+        for batch in batches if batches is not None else self.batches:
+            loss, _, _, _ = self.step(batch, stop)
+            float(loss)  # as the loop does each step: the step is finished here
+        return float(loss)
+
+
+def make_trainee(name, kind, build, batches, learning_rate, precision="float32", jit_compile=False):
+    """Builds ``build()`` under ``precision`` and wraps it with the training step ``fit`` runs."""
+    import keras
+    import tensorflow as tf
+    from omegaconf import OmegaConf
+
+    from zoo.training.fit import make_train_step
+    from zoo.training.model import make_optimizer
+    from zoo.training.runtime import Runtime
+
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        model, forward_flops = build()
+        runtime = Runtime(strategy=tf.distribute.get_strategy(), device="cpu", precision=precision, replicas=1,
+                          pipelines=1, is_chief=True, worker="chief")
+        trainer = OmegaConf.create({"label_smoothing": 0.0, "clipnorm": 1.0, "jit_compile": bool(jit_compile)})
+        optimizer = make_optimizer(OmegaConf.create({"name": "adam", "learning_rate": learning_rate}), clipnorm=1.0)
+        optimizer.build(model.trainable_variables)
+        step, _ = make_train_step(model, optimizer, runtime, trainer)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    spec = tf.data.Dataset.from_tensors(batches[0]).element_spec
+    spec = tf.nest.map_structure(lambda s: tf.TensorSpec([None, None], s.dtype), spec)
+    compiled = tf.function(step, input_signature=[spec, tf.TensorSpec([], tf.float32)])
+    return Trainee(name, kind, model, optimizer, compiled, batches, forward_flops)
+
+
+def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[str, Dict[str, float]]:
+    """Interleaved timing: every trainee runs its batches once per round, in turn; the median round counts."""
+    for trainee in trainees:
+        trainee.run(trainee.batches[:warmup])
+    for _ in range(rounds):
+        for trainee in trainees:
+            start = time.perf_counter()
+            trainee.run()
+            trainee.rounds.append(time.perf_counter() - start)
+    out = {}
+    for trainee in trainees:
+        src, tgt = lengths(trainee.batches)
+        seconds = statistics.median(trainee.rounds)
+        steps = len(trainee.batches)
+        out[trainee.name] = {
+            "kind": trainee.kind, "params": int(trainee.model.count_params()), "steps": steps,
+            "step_ms": 1000.0 * seconds / steps, "tokens_per_s": float(tgt.sum()) / seconds,
+            "train_flops_per_step": flop_counts.training_flops(trainee.forward_flops(src, tgt)) / steps
+            if trainee.forward_flops else None,
+            "rounds_s": [round(r, 4) for r in trainee.rounds]}
+        flops = out[trainee.name]["train_flops_per_step"]
+        out[trainee.name]["flop_per_s"] = flops / (seconds / steps) if flops else None
+    return out
+
+
+def zoo_builder(name, overrides, task, seed):
+    """``build() -> (model, forward_flops)`` for a zoo model, built as ``python train.py`` builds it."""
+    import keras
+
+    from zoo.config import compose_train
+    from zoo.training.model import build_model
+
+    cfg = compose_train([f"model={name}", *overrides])
+
+    def build():
+        keras.utils.set_random_seed(seed)
+        model = build_model(cfg, task)
+        return model, lambda s, t: flop_counts.model_forward(model, s, t)
+
+    return build
+
+
+def reference_builder(name, sizes, task, seed):
+    import keras
+
+    def build():
+        keras.utils.set_random_seed(seed)
+        model = references.create(name, task.source_tokenizer.vocab_size, task.target_tokenizer.vocab_size, sizes)
+        v = task.target_tokenizer.vocab_size
+        if name == "keras_transformer":
+            def forward(s, t):
+                return flop_counts.transformer_forward(s, t, sizes["embed_dim"], sizes["intermediate_dim"],
+                                                       sizes["num_layers"], v)
+        else:
+            def forward(s, t):
+                return flop_counts.tutorial_rnn_forward(s, t, sizes["embed_dim"], sizes["units"],
+                                                        sizes["rnn_layers"], v)
+        return model, forward
+
+    return build
+
+
+def _best(fn, repeats=3):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: int,
+             latency_calls: int) -> Dict[str, float]:
+    """Greedy / beam-4 / sampling sentences/s, cached vs full recompute, SavedModel translate p50/p95."""
+    import numpy as np
+    import tensorflow as tf
+
+    from zoo.data.task import encode
+    from zoo.decoding import beam_search, greedy_decode, sample_decode
+    from zoo.decoding.full_recompute import full_recompute_greedy
+    from zoo.export.translator import Translator
+
+    sources = tf.cast(encode(task, "test")[0].to_tensor()[:batch], tf.int32)
+    n = int(sources.shape[0])
+    row = {}
+    greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length))
+    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"])
+    sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9))
+    for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
+        row[f"{key}_sent_per_s"] = n / _best(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
+    cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0])
+    full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0])
+    small = sources[:recompute_batch]
+    row["cached_s"] = _best(lambda: cached(small).numpy())
+    row["full_s"] = _best(lambda: full(small).numpy(), repeats=1)
+
+    translator = Translator(model, task.source_tokenizer, task.target_tokenizer, task.max_source_length,
+                            task.max_target_length)
+    texts = list(task.splits["test"][0][:batch])
+    ten = [t for t in task.splits["test"][0] if len(t.split()) == 10][:1] or texts[:1]
+    with tempfile.TemporaryDirectory() as directory:
+        translator.save(directory)
+        loaded = tf.saved_model.load(directory)
+        for key, inputs, calls in (("savedmodel_1", ten, latency_calls),
+                                   ("savedmodel_64", texts, max(3, latency_calls // 4))):
+            batch_in = tf.constant(inputs)
+            loaded.translate(batch_in)["text"].numpy()
+            times = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                loaded.translate(batch_in)["text"].numpy()
+                times.append(1000.0 * (time.perf_counter() - start))
+            row[f"{key}_p50_ms"] = float(np.percentile(times, 50))
+            row[f"{key}_p95_ms"] = float(np.percentile(times, 95))
+    row["ten_word_sentence"] = ten[0]
+    return row
+
+
+def input_wait(overrides, steps: int, warmup: int) -> Dict[str, object]:
+    """Share of step time blocked on the next batch, in the pipeline and step of ``python train.py <overrides>``.
+
+    The task, bucketed prefetched batches (``zoo.training.data``), model and optimizer
+    (``zoo.training.model``) and the compiled step of ``zoo.training.fit``; ``next(iterator)`` is
+    timed apart from the step. The first ``warmup`` steps (tracing) are not counted.
+    """
+    import keras
+    import tensorflow as tf
+    from omegaconf import OmegaConf
+
+    from zoo.config import compose_train, validate_train
+    from zoo.training.data import load_data
+    from zoo.training.fit import make_train_step
+    from zoo.training.model import build
+    from zoo.training.runtime import Runtime
+
+    cfg = compose_train(list(overrides))
+    validate_train(cfg)
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    keras.utils.set_random_seed(int(cfg.seed))
+    runtime = Runtime(strategy=tf.distribute.get_strategy(), device="cpu", precision="float32", replicas=1,
+                      pipelines=1, is_chief=True, worker="chief")
+    data = load_data(cfg)
+    model, optimizer = build(cfg, data.task, runtime)
+    step, _ = make_train_step(model, optimizer, runtime, cfg.trainer)
+    iterator = iter(data.train_batches(1).repeat())
+    compiled = tf.function(step, input_signature=[iterator.element_spec, tf.TensorSpec([], tf.float32)])
+    stop = tf.constant(0.0)
+    wait = compute = 0.0
+    for index in range(warmup + steps):
+        start = time.perf_counter()
+        batch = next(iterator)
+        fetched = time.perf_counter()
+        float(compiled(batch, stop)[0])
+        done = time.perf_counter()
+        if index >= warmup:
+            wait += fetched - start
+            compute += done - fetched
+    return {"overrides": " ".join(overrides), "steps": steps, "step_ms": 1000.0 * compute / steps,
+            "wait_ms": 1000.0 * wait / steps, "wait_share": wait / (wait + compute)}
+
+
+def newest_run(tracking_uri: str, experiment: str, overrides: str):
+    """``(run id, test_bleu, train_seconds)`` of the newest FINISHED run tagged with ``overrides``, or None."""
+    import mlflow
+
+    if tracking_uri.startswith("sqlite:///") and not os.path.exists(tracking_uri[len("sqlite:///"):]):
+        return None
+    client = mlflow.tracking.MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=500)
+    for run in runs:
+        if overrides in run.data.tags.get("zoo.overrides", "") and "test_bleu" in run.data.metrics:
+            return (run.info.run_id, run.data.metrics["test_bleu"], run.data.metrics.get("train_seconds"))
+    return None

@@ -1,0 +1,149 @@
+"""The report: targets with figure and PASS/FAIL, Markdown tables, the MLflow run."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+REFERENCE_OF = {"transformer": "keras_transformer", "luong": "tutorial_rnn"}
+RNN_MODELS = ("bahdanau", "luong", "seq2seq")
+
+
+def _target(text: str, value: Optional[float], threshold: float, at_least: bool, fmt: str = "{:.2f}",
+            note: str = "") -> Dict[str, object]:
+    if value is None:
+        status, figure = "NOT MEASURED", note or "no figure"
+    else:
+        status = "PASS" if (value >= threshold if at_least else value <= threshold) else "FAIL"
+        figure = fmt.format(value) + (f" ({note})" if note else "")
+    return {"target": text, "figure": figure, "value": value, "threshold": threshold,
+            "direction": ">=" if at_least else "<=", "status": status}
+
+
+def targets(results: Dict[str, object], limits) -> List[Dict[str, object]]:
+    """Every target of ``conf/bench.yaml`` ``targets`` that this run measured, and the ones it could not."""
+    out = []
+    sizes = results["sizes"]
+    for size, data in sizes.items():
+        train = data["train"]
+        for ours, reference in REFERENCE_OF.items():
+            if ours in train and reference in train:
+                ratio = train[ours]["tokens_per_s"] / train[reference]["tokens_per_s"]
+                out.append(_target(f"[{size}] {ours} tokens/s / {reference} >= {limits.reference_ratio}", ratio,
+                                   float(limits.reference_ratio), True, "{:.2f}x"))
+        for model, limit in (("bahdanau", limits.bahdanau_over_seq2seq), ("luong", limits.luong_over_seq2seq)):
+            if model in train and "seq2seq" in train:
+                ratio = train[model]["step_ms"] / train["seq2seq"]["step_ms"]
+                out.append(_target(f"[{size}] {model} step time / seq2seq <= {limit}", ratio, float(limit), False,
+                                   "{:.2f}x"))
+    base = sizes.get("base", {}).get("train", {}).get("transformer")
+    out.append(_target(f"[base] transformer training FLOP/s / float32 matmul FLOP/s >= {limits.transformer_utilisation:.0%}",
+                       base["utilisation"] if base else None, float(limits.transformer_utilisation), True, "{:.1%}",
+                       "" if base else "base size not run"))
+    for size, data in sizes.items():
+        for model, row in data["decode"].items():
+            out.append(_target(f"[{size}] {model} full recompute / cached at 64 tokens >= {limits.cached_speedup}",
+                               row["full_s"] / row["cached_s"], float(limits.cached_speedup), True, "{:.1f}x"))
+            out.append(_target(f"[{size}] {model} beam-4 / greedy time per sentence <= {limits.beam_over_greedy}",
+                               row["greedy_sent_per_s"] / row["beam4_sent_per_s"], float(limits.beam_over_greedy),
+                               False, "{:.2f}x"))
+            limit = limits.savedmodel_transformer_ms if model == "transformer" else limits.savedmodel_rnn_ms
+            out.append(_target(f"[{size}] {model} SavedModel translate p50, one 10-word sentence <= {limit} ms",
+                               row["savedmodel_1_p50_ms"], float(limit), False, "{:.1f} ms"))
+    wait = results.get("input_wait")
+    out.append(_target(f"input waiting < {limits.input_wait_share:.0%} of step time (experiment=fra_eng)",
+                       wait["wait_share"] if wait else None, float(limits.input_wait_share), False, "{:.2%}",
+                       "" if wait else "input_wait.overrides=null"))
+    run = results.get("fra_eng_run")
+    out.append(_target(f"experiment=fra_eng test BLEU >= {limits.fra_eng_bleu} within its 30-minute budget",
+                       run["test_bleu"] if run else None, float(limits.fra_eng_bleu), True, "{:.1f}",
+                       (f"run {run['run_id']}, train_seconds {run['train_seconds']:.0f}" if run and run.get("train_seconds")
+                        else f"run {run['run_id']}" if run else
+                        "no finished experiment=fra_eng run in the tracking store; run it with python train.py "
+                        "experiment=fra_eng")))
+    return out
+
+
+def _num(value, fmt="{:,.0f}"):
+    return "" if value is None else fmt.format(value)
+
+
+def markdown(results: Dict[str, object]) -> str:
+    """The whole report as Markdown (printed as is: the tables read as plain text too)."""
+    peak = results["matmul_flop_per_s"]
+    lines = ["# zoo.bench", "", f"Machine: {results['description']}.", "",
+             f"Matmul reference, measured in this run: float32 {peak['float32'] / 1e9:.1f} GFLOP/s, "
+             f"bfloat16 {peak['bfloat16'] / 1e9:.1f} GFLOP/s.", ""]
+    for size, data in results["sizes"].items():
+        train = data["train"]
+        lines += [f"## {size}: training (batch {data['batch_size']}, vocabularies {data['source_vocab_size']:,} / "
+                  f"{data['target_vocab_size']:,}; median of {len(next(iter(train.values()))['rounds_s'])} "
+                  f"interleaved rounds of {next(iter(train.values()))['steps']} steps)", "",
+                  "| model | kind | params | step ms | target tok/s | vs reference | GFLOP/step | GFLOP/s | "
+                  "of f32 peak |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, row in train.items():
+            reference = REFERENCE_OF.get(name.split("@")[0])
+            versus = (f"{row['tokens_per_s'] / train[reference]['tokens_per_s']:.2f}x {reference}"
+                      if reference in train else "")
+            if "@" in name and name.split("@")[0] in train:
+                versus = f"{row['tokens_per_s'] / train[name.split('@')[0]]['tokens_per_s']:.2f}x float32"
+            lines.append(f"| {name} | {row['kind']} | {row['params']:,} | {row['step_ms']:.1f} | "
+                         f"{row['tokens_per_s']:,.0f} | {versus} | {_num(row['train_flops_per_step'] and row['train_flops_per_step'] / 1e9, '{:.2f}')} | "
+                         f"{_num(row['flop_per_s'] and row['flop_per_s'] / 1e9, '{:.1f}')} | "
+                         f"{_num(row.get('utilisation'), '{:.1%}')} |")
+        lines.append("")
+        if data["decode"]:
+            lines += [f"## {size}: decoding (sentences/s, batch of test sentences) and SavedModel translate", "",
+                      "| model | greedy | beam-4 | sampling | cached 64 tok s | full 64 tok s | full/cached | "
+                      "1 sentence p50/p95 ms | 64 sentences p50/p95 ms |", "|---|---|---|---|---|---|---|---|---|"]
+            for name, row in data["decode"].items():
+                lines.append(f"| {name} | {row['greedy_sent_per_s']:,.0f} | {row['beam4_sent_per_s']:,.0f} | "
+                             f"{row['sample_sent_per_s']:,.0f} | {row['cached_s']:.3f} | {row['full_s']:.3f} | "
+                             f"{row['full_s'] / row['cached_s']:.1f}x | {row['savedmodel_1_p50_ms']:.1f} / "
+                             f"{row['savedmodel_1_p95_ms']:.1f} | {row['savedmodel_64_p50_ms']:.1f} / "
+                             f"{row['savedmodel_64_p95_ms']:.1f} |")
+            lines.append("")
+    wait = results.get("input_wait")
+    if wait:
+        lines += [f"Input pipeline (`python train.py {wait['overrides']}`, {wait['steps']} steps): "
+                  f"{wait['wait_ms']:.2f} ms waiting per {wait['step_ms']:.1f} ms step: {wait['wait_share']:.2%}.", ""]
+    lines += ["## Targets", "", "| target | figure | result |", "|---|---|---|"]
+    for target in results["targets"]:
+        lines.append(f"| {target['target']} | {target['figure']} | {target['status']} |")
+    passed = sum(t["status"] == "PASS" for t in results["targets"])
+    failed = sum(t["status"] == "FAIL" for t in results["targets"])
+    lines += ["", f"{passed} PASS, {failed} FAIL, {len(results['targets']) - passed - failed} NOT MEASURED.", ""]
+    return "\n".join(lines)
+
+
+def _metric_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-./" else "_" for c in text)
+
+
+def log_to_mlflow(results: Dict[str, object], tracking_uri: str, files) -> str:
+    """One run in the MLflow experiment ``bench``: machine params, every figure as a metric, the report files."""
+    import mlflow
+
+    from zoo.tracking import log_files, mlflow_run
+
+    with mlflow_run(tracking_uri, "bench", run_name="bench") as run:
+        machine = results["machine"]
+        mlflow.log_params({f"machine.{k}": v for k, v in machine.items()})
+        mlflow.set_tag("zoo.machine", results["description"])
+        metrics = {f"matmul_{k}_gflops": v / 1e9 for k, v in results["matmul_flop_per_s"].items()}
+        for size, data in results["sizes"].items():
+            for name, row in data["train"].items():
+                for key in ("step_ms", "tokens_per_s", "utilisation"):
+                    if row.get(key) is not None:
+                        metrics[_metric_name(f"{size}.{name}.{key}")] = row[key]
+            for name, row in data["decode"].items():
+                for key, value in row.items():
+                    if isinstance(value, float):
+                        metrics[_metric_name(f"{size}.{name}.{key}")] = value
+        if results.get("input_wait"):
+            metrics["input_wait_share"] = results["input_wait"]["wait_share"]
+        mlflow.log_metrics(metrics)
+        passed = sum(t["status"] == "PASS" for t in results["targets"])
+        mlflow.log_metrics({"targets_pass": passed,
+                            "targets_fail": sum(t["status"] == "FAIL" for t in results["targets"])})
+        log_files([str(f) for f in files])
+        return run.info.run_id
