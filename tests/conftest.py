@@ -34,6 +34,10 @@ def run_python(args, cwd=None, env_extra=None, timeout=600):
     import subprocess
 
     env = dict(os.environ)
+    # MLflow's fluent API sets MLFLOW_EXPERIMENT_ID in this process (set_experiment); a child must not
+    # inherit it (``mlflow run`` refuses it beside --experiment-name), nor a run id.
+    for leaked in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"):
+        env.pop(leaked, None)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env.update(env_extra or {})
     return subprocess.run([sys.executable, *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True,
