@@ -7,12 +7,9 @@ import zoo.attention
 from zoo import checks
 from zoo.models.qa_model import (
     QAModel,
-    encode_story,
-    encode_words,
-    flat_story,
     make_word_encoder,
-    masks,
     pointer_distribution,
+    read_both,
     words_to_sentences,
 )
 from zoo.models.rnn import RNN_CELLS
@@ -60,10 +57,7 @@ class AoAReader(QAModel):
             self.gate = keras.layers.Dense(1, activation="sigmoid", name="gate")
 
     def read(self, story, question, training=None):
-        words = flat_story(story)
-        word_mask, _, question_mask = masks(words, question)
-        h_doc = encode_story(self, story, training)
-        h_query = encode_words(self, question, question_mask, training)
+        words, word_mask, question_mask, h_doc, h_query = read_both(self, story, question, training)
         s = self.aoa(h_doc, h_query, document_mask=word_mask, query_mask=question_mask)  # [B, S*W]
         p = pointer_distribution(ops.cast(s, "float32"), words, self.vocab_size)
         if self.generator:

@@ -8,11 +8,8 @@ from zoo import checks
 from zoo.attention.co_attention import MODES
 from zoo.models.qa_model import (
     QAModel,
-    encode_story,
-    encode_words,
-    flat_story,
     make_word_encoder,
-    masks,
+    read_both,
     words_to_sentences,
 )
 from zoo.models.rnn import RNN_CELLS
@@ -52,10 +49,7 @@ class CoAttentionReader(QAModel):
         self.output_layer = keras.layers.Dense(self.vocab_size, name="output")
 
     def read(self, story, question, training=None):
-        words = flat_story(story)
-        word_mask, _, question_mask = masks(words, question)
-        h_story = encode_story(self, story, training)
-        h_question = encode_words(self, question, question_mask, training)
+        words, word_mask, question_mask, h_story, h_question = read_both(self, story, question, training)
         q_hat, v_hat, _, a_v = self.co_attention(h_question, h_story, question_mask=question_mask, image_mask=word_mask,
                                                  return_attention_scores=True)
         logits = self.output_layer(self.hidden(q_hat + v_hat))

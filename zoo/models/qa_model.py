@@ -108,6 +108,15 @@ def encode_story(model, story, training=None):
     return ops.reshape(states, (batch, sentences * words, ops.shape(states)[-1]))
 
 
+def read_both(model, story, question, training=None):
+    """What every word-level reader does first: ``(words [B, S*W], word_mask, question_mask,
+    h_story [B, S*W, 2h], h_question [B, Tq, 2h])`` from the story and the question."""
+    words = flat_story(story)
+    word_mask, _, question_mask = masks(words, question)
+    return (words, word_mask, question_mask, encode_story(model, story, training),
+            encode_words(model, question, question_mask, training))
+
+
 def flat_story(story):
     """``[B, S, W]`` -> ``[B, S * W]``: the story as one word sequence (sentence padding inside)."""
     shape = ops.shape(story)

@@ -7,7 +7,7 @@ import zoo.attention
 from zoo import checks
 from zoo.attention.base_attention import masked_softmax
 from zoo.attention.input_attention import COMBINATIONS
-from zoo.models.qa_model import QAModel, encode_story, encode_words, flat_story, make_word_encoder, masks
+from zoo.models.qa_model import QAModel, make_word_encoder, read_both
 from zoo.models.rnn import RNN_CELLS
 from zoo.models.seq2seq_model import register_model
 
@@ -55,10 +55,7 @@ class RelationReader(QAModel):
         self.output_layer = keras.layers.Dense(self.vocab_size, name="output")
 
     def read(self, story, question, training=None):
-        words = flat_story(story)
-        word_mask, _, question_mask = masks(words, question)
-        z = encode_story(self, story, training)
-        h_question = encode_words(self, question, question_mask, training)
+        words, word_mask, question_mask, z, h_question = read_both(self, story, question, training)
         pointer = masked_softmax(ops.swapaxes(self.entity_pointers(h_question), 1, 2),
                                  ops.expand_dims(question_mask, 1))  # [B, 2, Wq]
         entities = ops.einsum("bjt,btd->bjd", pointer, self.embedding(question))

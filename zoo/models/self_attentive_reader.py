@@ -5,7 +5,7 @@ from keras import ops
 
 import zoo.attention
 from zoo import checks
-from zoo.models.qa_model import QAModel, encode_story, encode_words, flat_story, make_word_encoder, masks
+from zoo.models.qa_model import QAModel, make_word_encoder, read_both
 from zoo.models.rnn import RNN_CELLS
 from zoo.models.seq2seq_model import register_model
 
@@ -49,10 +49,7 @@ class SelfAttentiveReader(QAModel):
         self.output_layer = keras.layers.Dense(self.vocab_size, name="output")
 
     def read(self, story, question, training=None):
-        words = flat_story(story)
-        word_mask, _, question_mask = masks(words, question)
-        h_story = encode_story(self, story, training)
-        h_question = encode_words(self, question, question_mask, training)
+        words, word_mask, question_mask, h_story, h_question = read_both(self, story, question, training)
         count = ops.maximum(ops.sum(ops.cast(question_mask, h_question.dtype), axis=1, keepdims=True), 1.0)
         q = ops.sum(h_question * ops.cast(ops.expand_dims(question_mask, -1), h_question.dtype), axis=1) / count
         joined = ops.concatenate([h_story, ops.broadcast_to(ops.expand_dims(q, 1), ops.shape(h_story))], axis=-1)
