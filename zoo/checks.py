@@ -1,5 +1,6 @@
 """Eager checks of constructor arguments with Keras-style messages, shared by layers and models."""
 
+import difflib
 import numbers
 
 
@@ -64,8 +65,10 @@ def optional_int(name, value):
 #   {"rule": "multiple", "key": a, "of": b, "why": ...}        a % b == 0
 #   {"rule": "even_quotient", "key": a, "of": b, "why": ...}   a / b is an even integer
 #   {"rule": "even", "key": a, "why": ...}                     a % 2 == 0
+#   {"rule": "one_of", "key": a, "values": NAMES}             a in NAMES (a tuple the module also passes
+#                                                             to ``choice``, named, not copied)
 # with an optional "when": {other key: value, ...} that must all hold for the rule to apply.
-RULES = ("multiple", "even_quotient", "even")
+RULES = ("multiple", "even_quotient", "even", "one_of")
 
 
 def _is_int(value):
@@ -94,6 +97,16 @@ def constraint_problems(constraints, values):
         if any(values.get(k, object()) != v for k, v in rule.get("when", {}).items()):
             continue
         value = values.get(key)
+        if kind == "one_of":
+            allowed = tuple(rule["values"])
+            if key in values and value not in allowed:
+                names = [str(a) for a in allowed]
+                close = ([n for n in names if n.startswith(str(value))] or difflib.get_close_matches(str(value), names, n=1)
+                         or names)
+                problems.append({"key": key, "value": value,
+                                 "expected": "one of " + ", ".join(repr(a) for a in allowed) + (f": {why}" if why else ""),
+                                 "fix": f"{key}={close[0]}"})
+            continue
         other = rule.get("of")
         divisor = values.get(other) if other else 2
         if not _is_int(value) or not _is_int(divisor) or value <= 0 or divisor <= 0:
