@@ -160,6 +160,31 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
     assert {"cell", "positions", "activation", "encoding", "mode", "combination"} <= seen
 
 
+
+@pytest.mark.parametrize("data, key, bad", [("dates", "train_size", 0), ("dates", "min_year", 2100),
+                                            ("reverse", "mode", "rev"), ("reverse", "min_length", 0),
+                                            ("story_qa", "max_sentences", 51), ("story_qa", "kinds", ["where"]),
+                                            ("kernel_regression", "step", 0)])
+def test_declared_data_rules_are_refused_before_tensorflow_and_by_the_builder_alike(data, key, bad):
+    """A dataset's CONSTRAINTS, read from its file by the validator, are the module's own, and
+    ``build_task`` refuses the same value with the same line (less the default)."""
+    import importlib
+
+    import zoo.data
+    from zoo.config import problems
+    from zoo.errors import ConfigError
+
+    module = importlib.import_module(f"zoo.data.{data}")
+    assert catalog.data_constraints(data) == module.CONSTRAINTS
+    model = {"qa": ["model=aoa_reader"], "regression": ["model=nadaraya_watson"]}.get(catalog.data_task(data), [])
+    shown = f"[{','.join(bad)}]" if isinstance(bad, list) else bad
+    (line,) = problems([f"data={data}", *model, f"data.{key}={shown}"])
+    assert line.startswith(f"data.{key}={bad!r} is not valid: expected ") and "(default: " in line, line
+    with pytest.raises(ConfigError) as refused:
+        zoo.data.DATASETS.create(data, **{key: bad})
+    assert str(refused.value) == line[:line.index(" (default: ")] + ".", line
+
+
 def test_every_problem_is_reported_at_once():
     from zoo.config import problems
 
