@@ -36,6 +36,12 @@ TIMES = {}
 
 TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model=transformer", "model.embed_dim=100", "model.num_heads=3"], ["model.embed_dim=100", "num_heads=3", "99"]),
+    (["model.cell=gruu"], ["model.cell='gruu'", "'lstm'", "model.cell=gru"]),
+    (["data.train_size=-5"], ["data.train_size=-5", ">= 1"]),
+    (["data=reverse", "data.min_length=9", "data.max_length=3"], ["data.min_length=9", "max_length=3"]),
+    (["model=aoa_reader", "data=story_qa", "data.max_sentences=60"], ["data.max_sentences=60", "at most 50"]),
+    (["model=transformer", "model.activation=swish"], ["model.activation='swish'", "'gelu'"]),
+    (["model=memory_network", "data=story_qa", "model.encoding=pos"], ["model.encoding='pos'", "model.encoding=position"]),
     (["data=tatoeba", "data.path=/nonexistent.zip"], ["data.path=/nonexistent.zip", "does not exist"]),
     (["model=nope"], ["model", "'nope'", "Available: aoa_reader, bahdanau,"]),
     (["trainer.epochs=abc"], ["trainer.epochs='abc'", "an integer", "default: 20"]),

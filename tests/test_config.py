@@ -1,11 +1,12 @@
 """Bad command lines fail fast with one clear line; configs compose; registries match conf/."""
 
 import pytest
+import yaml
 
 from zoo import catalog
 from zoo.config import ConfigError, flatten, options, precheck, validate_train
 
-from conftest import compose, run_python
+from conftest import ROOT, compose, run_python
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -121,6 +122,67 @@ def test_declared_size_rules_are_read_without_importing_and_used_by_the_construc
         args = [f"model={name}", *(f"model.{k}={v}" for k, v in sizes.items())]
         assert precheck(args) is None
         zoo.models.create(name, source_vocab_size=9, target_vocab_size=9, **sizes)
+
+
+
+def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_alike():
+    """Every ``one_of`` rule a model declares (cell, positions, activation, encoding, mode,
+    combination): the validator refuses a wrong value with the allowed ones and the nearest, and
+    the constructor, through the training stage, refuses the same value with one line."""
+    import inspect
+
+    from zoo.errors import ConfigError
+    from zoo.training.model import create_model
+
+    seen = set()
+    for name in catalog.models():
+        for rule in catalog.model_constraints(name):
+            if rule["rule"] != "one_of":
+                continue
+            key, allowed = rule["key"], rule["values"]
+            defaults = yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
+            seen.add(key)
+            data = {"qa": ["data=story_qa"], "regression": ["data=kernel_regression"]}.get(
+                catalog.model_task(name), [])
+            message = precheck([f"model={name}", *data, f"model.{key}={allowed[0]}x"])
+            assert message == (f"model.{key}='{allowed[0]}x' is not valid: expected one of "
+                               f"{', '.join(repr(a) for a in allowed)}; e.g. model.{key}={allowed[0]} "
+                               f"(default: {defaults[key]!r})."), message
+            assert precheck([f"model={name}", *data, f"model.{key}={allowed[-1]}"]) is None
+            import zoo.models
+
+            wanted = inspect.signature(zoo.models.MODELS.get(name)).parameters
+            sizes = {k: 9 for k in ("source_vocab_size", "target_vocab_size", "vocab_size", "memory_size")
+                     if k in wanted}
+            with pytest.raises(ConfigError, match=rf"^model\.{key}='{allowed[0]}x' is not valid for model={name}: "
+                                                  rf"expected one of '{allowed[0]}', "):
+                create_model(name, **sizes, **{key: f"{allowed[0]}x"})
+    assert {"cell", "positions", "activation", "encoding", "mode", "combination"} <= seen
+
+
+
+@pytest.mark.parametrize("data, key, bad", [("dates", "train_size", 0), ("dates", "min_year", 2100),
+                                            ("reverse", "mode", "rev"), ("reverse", "min_length", 0),
+                                            ("story_qa", "max_sentences", 51), ("story_qa", "kinds", ["where"]),
+                                            ("kernel_regression", "step", 0)])
+def test_declared_data_rules_are_refused_before_tensorflow_and_by_the_builder_alike(data, key, bad):
+    """A dataset's CONSTRAINTS, read from its file by the validator, are the module's own, and
+    ``build_task`` refuses the same value with the same line (less the default)."""
+    import importlib
+
+    import zoo.data
+    from zoo.config import problems
+    from zoo.errors import ConfigError
+
+    module = importlib.import_module(f"zoo.data.{data}")
+    assert catalog.data_constraints(data) == module.CONSTRAINTS
+    model = {"qa": ["model=aoa_reader"], "regression": ["model=nadaraya_watson"]}.get(catalog.data_task(data), [])
+    shown = f"[{','.join(bad)}]" if isinstance(bad, list) else bad
+    (line,) = problems([f"data={data}", *model, f"data.{key}={shown}"])
+    assert line.startswith(f"data.{key}={bad!r} is not valid: expected ") and "(default: " in line, line
+    with pytest.raises(ConfigError) as refused:
+        zoo.data.DATASETS.create(data, **{key: bad})
+    assert str(refused.value) == line[:line.index(" (default: ")] + ".", line
 
 
 def test_every_problem_is_reported_at_once():

@@ -66,7 +66,7 @@ def test_builder_errors_name_the_value_and_the_fix(babi_file, tmp_path):
         build_task(path=str(tmp_path / "nope.txt"))
     with pytest.raises(ConfigError, match="none left for training"):
         build_task(path=str(babi_file), val_size=2, test_size=2)
-    with pytest.raises(ConfigError, match="data.kinds=.*Available: single_fact"):
+    with pytest.raises(ConfigError, match="data.kinds=.*expected a non-empty list of .single_fact"):
         build_task(kinds=["single_fact", "riddles"], train_size=4, val_size=1, test_size=1)
     with pytest.raises(ConfigError, match="at most 50"):
         build_task(max_sentences=51, train_size=4, val_size=1, test_size=1)

@@ -82,31 +82,63 @@ def tokenizers() -> List[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(directory)]) if not m.name.startswith("_"))
 
 
-def _literal_constraints(path: Path, seen=()) -> tuple:
-    """``CONSTRAINTS`` of a module file, read with ``ast`` (no import): a literal assignment, or
-    ``from zoo.models.<module> import NAME as CONSTRAINTS`` followed to that module's literal."""
+def _module_path(module: str) -> Path:
+    return PACKAGE_DIR.parent.joinpath(*module.split(".")).with_suffix(".py")
+
+
+@functools.lru_cache(maxsize=None)
+def _module_names(path: Path) -> dict:
+    """The module-level names of a file as AST nodes: ``NAME = <expr>`` assignments, and
+    ``from zoo.<module> import NAME [as ALIAS]`` as ``(module file, NAME)``."""
     import ast
 
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONSTRAINTS"
-                                                for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo."):
-            for alias in node.names:
-                if (alias.asname or alias.name) == "CONSTRAINTS":
-                    source = PACKAGE_DIR.parent.joinpath(*node.module.split(".")).with_suffix(".py")
-                    return _literal_named(source, alias.name)
-    return ()
-
-
-def _literal_named(path: Path, name: str) -> tuple:
-    import ast
-
+    names = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise ValueError(f"{path} has no literal {name}")
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node.value
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo."):
+            for alias in node.names:
+                names[alias.asname or alias.name] = (_module_path(node.module), alias.name)
+    return names
+
+
+def _literal(path: Path, name: str):
+    """The value of module-level ``name`` in ``path``, evaluated without importing: literals, and
+    names of other literals of the module or of a ``zoo`` module it imports them from, and ``+``."""
+    import ast
+
+    found = _module_names(path).get(name)
+    if found is None:
+        raise ValueError(f"{path} has no module-level {name}")
+    if isinstance(found, tuple):
+        return _literal(*found)
+
+    def value(node):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(value(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return {value(k): value(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.Name):
+            return _literal(path, node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return value(node.left) + value(node.right)
+        raise ValueError(f"{path}:{node.lineno}: {name} is not a literal (only literals, names of literals and +)")
+
+    return value(found)
+
+
+@functools.lru_cache(maxsize=None)
+def data_constraints(name: str) -> tuple:
+    """The rules dataset ``name`` declares for its keys (``CONSTRAINTS`` in ``zoo/data/<name>.py``),
+    read without importing the module; () when it declares none."""
+    path = PACKAGE_DIR / "data" / f"{name}.py"
+    if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
+        return ()
+    return tuple(_literal(path, "CONSTRAINTS"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,4 +146,6 @@ def model_constraints(name: str) -> tuple:
     """The size rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
     ``zoo.checks.constraint_problems``), read without importing the module; () when it declares none."""
     path = PACKAGE_DIR / "models" / f"{name}.py"
-    return _literal_constraints(path) if path.is_file() else ()
+    if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
+        return ()
+    return tuple(_literal(path, "CONSTRAINTS"))

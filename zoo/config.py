@@ -358,7 +358,14 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
 def data_problems(check: "_Checker") -> None:
     """Data keys checkable without reading the data: files that must exist, sizes, names."""
     data = check.cfg.get("data")
-    if data is None or data.get("name") != "tatoeba":
+    if data is None:
+        return
+    if data.get("name") != "tatoeba":  # the rules the dataset declares (CONSTRAINTS in zoo/data/<name>.py)
+        values = OmegaConf.to_container(data, resolve=True)
+        defaults = {k: check.default(f"data.{k}") for k in values}
+        for line in checks.problem_lines(catalog.data_constraints(str(data.get("name"))), values, "data",
+                                         {k: v for k, v in defaults.items() if v is not _NO_DEFAULT}):
+            check.add(line)
         return
     path = data.get("path")
     if path:

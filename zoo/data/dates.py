@@ -19,6 +19,7 @@ import datetime as _dt
 import random
 from typing import Dict, List, Sequence, Tuple
 
+from zoo.checks import enforce_config
 from zoo.data import tokenizers
 from zoo.data.task import DATASETS, Task
 from zoo.errors import ConfigError
@@ -132,11 +133,25 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_year: 
     return out
 
 
+# The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
+# (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).
+CONSTRAINTS = (
+    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
+    {"rule": "not_above", "key": "min_year", "of": "max_year"},
+    {"rule": "at_most", "key": "max_year", "max": 9999, "integer": True},
+    {"rule": "at_least", "key": "min_year", "min": 1, "integer": True},
+)
+
+
 @DATASETS.register("dates")
 def build_task(train_size=20000, val_size=1000, test_size=1000, min_year=1950, max_year=2049, seed=0,
                tokenizer="char", lowercase=True, bucket_boundaries=(10, 14, 18, 22, 28), **_) -> Task:
     """``data=dates``: the splits above and tokenizers fitted on the training split (every
     character of it gets an id: ``min_freq=1``)."""
+    enforce_config(CONSTRAINTS, "data", train_size=train_size, val_size=val_size, test_size=test_size,
+                   min_year=min_year, max_year=max_year)
     splits_ = splits(train_size, val_size, test_size, seed=seed, min_year=min_year, max_year=max_year)
     train_src, train_tgt = splits_["train"]
     src_tok = tokenizers.fit_tokenizer(tokenizer, train_src, lowercase=lowercase, min_freq=1, name="source_tokenizer")

@@ -14,23 +14,29 @@ from typing import Dict
 
 import numpy as np
 
+from zoo.checks import enforce_config
 from zoo.data.task import DATASETS
-from zoo.errors import ConfigError
 
 
 def true_function(x):
     return 2.0 * np.sin(x) + x ** 0.8
 
 
+# The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
+# (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).
+CONSTRAINTS = (
+    {"rule": "at_least", "key": "n_train", "min": 2, "integer": True},
+    {"rule": "at_least", "key": "noise", "min": 0},
+    {"rule": "above", "key": "x_max", "min": 0},
+    {"rule": "above", "key": "step", "min": 0},
+)
+
+
 @DATASETS.register("kernel_regression", task="regression")
 def generate(n_train: int = 50, noise: float = 0.5, x_max: float = 5.0, step: float = 0.1,
              seed: int = 0) -> Dict[str, np.ndarray]:
     """``{"x_train", "y_train", "x_test", "y_test"}`` as float32 arrays; the same for a seed."""
-    if not isinstance(n_train, int) or n_train < 2:
-        raise ConfigError(f"data.n_train must be an integer >= 2. Received: n_train={n_train}")
-    if noise < 0 or x_max <= 0 or step <= 0:
-        raise ConfigError(f"data.noise must be >= 0 and data.x_max, data.step > 0. "
-                         f"Received: noise={noise}, x_max={x_max}, step={step}")
+    enforce_config(CONSTRAINTS, "data", n_train=n_train, noise=noise, x_max=x_max, step=step)
     rng = np.random.default_rng(seed)
     x_train = np.sort(rng.uniform(0.0, x_max, n_train))
     y_train = true_function(x_train) + rng.normal(0.0, noise, n_train)

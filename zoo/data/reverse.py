@@ -23,12 +23,24 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from zoo.checks import enforce_config
 from zoo.data import tokenizers
 from zoo.data.task import DATASETS, Task
 from zoo.errors import ConfigError
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 MODES = ("reverse", "copy")
+# The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
+# (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).
+CONSTRAINTS = (
+    {"rule": "one_of", "key": "mode", "values": MODES},
+    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "min_length", "min": 1, "integer": True},
+    {"rule": "not_above", "key": "min_length", "of": "max_length"},
+    {"rule": "at_least", "key": "max_length", "min": 1, "integer": True},
+)
 
 
 def _check(min_length: int, max_length: int, alphabet: str, mode: str) -> None:
@@ -100,6 +112,8 @@ def splits(train_size: int, val_size: int, test_size: int, seed: int, min_length
 def build_task(mode="reverse", train_size=20000, val_size=500, test_size=2000, min_length=1, max_length=50,
                alphabet=ALPHABET, seed=0, tokenizer="char", bucket_boundaries=(9, 17, 25, 33, 41), **_) -> Task:
     """``data=reverse``: random symbol strings -> reversed (or copied): long sources without a download."""
+    enforce_config(CONSTRAINTS, "data", mode=mode, train_size=train_size, val_size=val_size, test_size=test_size,
+                   min_length=min_length, max_length=max_length)
     if tokenizer != "char":
         raise ConfigError(f"data.tokenizer={tokenizer} is not valid for data=reverse: its symbols are characters. "
                           f"Available: char")

@@ -28,7 +28,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from zoo.checks import enforce_config
 from zoo.data import tokenizers
+from zoo.data.babi import KINDS
 from zoo.data.task import DATASETS, length_boundaries
 from zoo.errors import ConfigError
 
@@ -103,16 +105,20 @@ def encode_text(tokenizer, stories, questions, memory_size: int, max_words: int,
     return story, question, sentences, story_tokens
 
 
-def _check(train_size, val_size, test_size, memory_size, max_sentences, kinds, known_kinds):
-    for key, value in (("train_size", train_size), ("val_size", val_size), ("test_size", test_size),
-                       ("memory_size", memory_size), ("max_sentences", max_sentences)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"data.{key}={value!r} is not valid: expected a positive integer.")
-    if max_sentences > 50:
-        raise ConfigError(f"data.max_sentences={max_sentences} is not valid: stories have at most 50 sentences.")
-    unknown = [k for k in kinds if k not in known_kinds]
-    if not kinds or unknown:
-        raise ConfigError(f"data.kinds={list(kinds)!r} is not valid. Available: {', '.join(known_kinds)}")
+# The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
+# (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).
+CONSTRAINTS = (
+    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
+    {"rule": "subset_of", "key": "kinds", "values": KINDS},
+    {"rule": "at_least", "key": "min_sentences", "min": 1, "integer": True},
+    {"rule": "not_above", "key": "min_sentences", "of": "max_sentences"},
+    {"rule": "at_most", "key": "max_sentences", "max": 50, "integer": True, "why": "stories have at most 50 sentences"},
+    {"rule": "at_least", "key": "max_sentences", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "memory_size", "min": 1, "integer": True},
+    {"rule": "at_least", "key": "min_freq", "min": 1, "integer": True},
+)
 
 
 def _read_split(path: str, what: str) -> list:
@@ -156,7 +162,9 @@ def build_task(seed: int = 0, train_size: int = 10000, val_size: int = 1000, tes
     from zoo.data import babi
 
     kinds = tuple(kinds)
-    _check(train_size, val_size, test_size, memory_size, max_sentences, kinds, babi.KINDS)
+    enforce_config(CONSTRAINTS, "data", train_size=train_size, val_size=val_size, test_size=test_size,
+                   kinds=list(kinds), min_sentences=min_sentences, max_sentences=max_sentences,
+                   memory_size=memory_size, min_freq=min_freq)
     fingerprint = None
     if path is None:
         if test_path is not None:

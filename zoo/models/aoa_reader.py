@@ -12,8 +12,10 @@ from zoo.models.qa_model import (
     read_both,
     words_to_sentences,
 )
-from zoo.models.rnn import RNN_CELLS
+from zoo.models.rnn import CELL_RULE, RNN_CELLS
 from zoo.models.seq2seq_model import register_model
+
+CONSTRAINTS = CELL_RULE  # the declared rules, read by the validator (zoo.catalog)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -5,7 +5,10 @@ from keras import ops
 
 from zoo.checks import boolean
 from zoo.models import common, rnn
+from zoo.models.rnn import CELL_RULE
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
+
+CONSTRAINTS = CELL_RULE  # the declared rules, read by the validator (zoo.catalog)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -12,8 +12,11 @@ from zoo.models.qa_model import (
     read_both,
     words_to_sentences,
 )
-from zoo.models.rnn import RNN_CELLS
+from zoo.models.rnn import CELL_RULE, RNN_CELLS
 from zoo.models.seq2seq_model import register_model
+
+# The declared rules, read by the validator without importing (zoo.catalog).
+CONSTRAINTS = CELL_RULE + ({"rule": "one_of", "key": "mode", "values": MODES},)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -9,6 +9,7 @@ from zoo.models.qa_model import QAModel, masks, position_weights
 from zoo.models.seq2seq_model import register_model
 
 ENCODINGS = ("bag_of_words", "position", "location_1", "location_2", "location_3", "location_4")
+CONSTRAINTS = ({"rule": "one_of", "key": "encoding", "values": ENCODINGS},)  # read by the validator (zoo.catalog)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

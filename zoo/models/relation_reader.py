@@ -8,8 +8,11 @@ from zoo import checks
 from zoo.attention.base_attention import masked_softmax
 from zoo.attention.input_attention import COMBINATIONS
 from zoo.models.qa_model import QAModel, make_word_encoder, read_both
-from zoo.models.rnn import RNN_CELLS
+from zoo.models.rnn import CELL_RULE, RNN_CELLS
 from zoo.models.seq2seq_model import register_model
+
+# The declared rules, read by the validator without importing (zoo.catalog).
+CONSTRAINTS = CELL_RULE + ({"rule": "one_of", "key": "combination", "values": COMBINATIONS},)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -20,6 +20,9 @@ from zoo.models.common import rate
 from zoo.tokens import PAD_ID
 
 RNN_CELLS = ("gru", "lstm")
+# The choice of cell, declared once for every model with an RNN: the constructors pass RNN_CELLS to
+# ``choice`` and list this rule in their CONSTRAINTS, which the validator reads (zoo.catalog).
+CELL_RULE = ({"rule": "one_of", "key": "cell", "values": RNN_CELLS},)
 # The size rule of an encoder that splits hidden_size over its two directions (luong, seq2seq),
 # declared once: set_rnn_arguments enforces it, and those models re-export it as their
 # CONSTRAINTS, which the config validator reads without importing Keras (zoo.catalog).

@@ -6,8 +6,10 @@ from keras import ops
 import zoo.attention
 from zoo import checks
 from zoo.models.qa_model import QAModel, make_word_encoder, read_both
-from zoo.models.rnn import RNN_CELLS
+from zoo.models.rnn import CELL_RULE, RNN_CELLS
 from zoo.models.seq2seq_model import register_model
+
+CONSTRAINTS = CELL_RULE  # the declared rules, read by the validator (zoo.catalog)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -5,8 +5,10 @@ from keras import ops
 
 from zoo.checks import boolean
 from zoo.models import rnn
-from zoo.models.rnn import SPLIT_ENCODER as CONSTRAINTS  # noqa: F401 - the declared size rules (zoo.catalog)
+from zoo.models.rnn import CELL_RULE, SPLIT_ENCODER
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
+
+CONSTRAINTS = CELL_RULE + SPLIT_ENCODER  # the declared rules, read by the validator (zoo.catalog)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -17,6 +17,8 @@ ACTIVATIONS = ("relu", "gelu")
 # Size rules between the arguments, declared once: the constructor enforces them and the config
 # validator reads this literal without importing Keras (zoo.catalog.model_constraints).
 CONSTRAINTS = (
+    {"rule": "one_of", "key": "positions", "values": POSITIONS},
+    {"rule": "one_of", "key": "activation", "values": ACTIVATIONS},
     {"rule": "multiple", "key": "embed_dim", "of": "num_heads",
      "why": "each head gets d_k = embed_dim / num_heads features"},
     {"rule": "even_quotient", "key": "embed_dim", "of": "num_heads", "when": {"positions": "rotary"},

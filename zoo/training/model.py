@@ -5,9 +5,33 @@ Both are created inside the strategy's scope, so their variables are mirrored ov
 
 from __future__ import annotations
 
+import re
+
 from omegaconf import DictConfig
 
 from zoo.config import model_kwargs
+from zoo.errors import ConfigError
+
+_KERAS_STYLE = re.compile(r"Received an invalid value for argument `(\w+)`, expected (.*)\. Received: ", re.DOTALL)
+
+
+def create_model(name: str, **kwargs):
+    """``zoo.models.create(name, **kwargs)``; a constructor's refusal of an argument (a Keras-style
+    ``ValueError``) becomes one line naming ``model.<argument>``, its value and what is allowed.
+
+    The validator (``zoo.config``) answers most of these before TensorFlow starts; this is the
+    same answer for rules only the constructor knows."""
+    import zoo.models
+
+    try:
+        return zoo.models.create(name, **kwargs)
+    except ValueError as error:
+        found = _KERAS_STYLE.match(str(error))
+        if not found:
+            raise
+        key, expected = found.groups()
+        shown = f"model.{key}={kwargs[key]!r}" if key in kwargs else f"model.{key}"
+        raise ConfigError(f"{shown} is not valid for model={name}: expected {expected}.") from None
 
 
 def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
@@ -31,10 +55,8 @@ def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
 
 def build_model(cfg: DictConfig, task):
     """``zoo.models.create(cfg.model.name, ...)`` with the vocabulary sizes of ``task``, built."""
-    import zoo.models
-
-    model = zoo.models.create(cfg.model.name, source_vocab_size=task.source_tokenizer.vocab_size,
-                              target_vocab_size=task.target_tokenizer.vocab_size, **model_kwargs(cfg.model))
+    model = create_model(cfg.model.name, source_vocab_size=task.source_tokenizer.vocab_size,
+                         target_vocab_size=task.target_tokenizer.vocab_size, **model_kwargs(cfg.model))
     return model.ensure_built()
 
 

@@ -26,7 +26,7 @@ from zoo.config import model_kwargs
 from zoo.training import checkpoint, log, resume
 from zoo.training.data import epoch_seed
 from zoo.training.fit import LoopState, fit
-from zoo.training.model import make_optimizer
+from zoo.training.model import create_model, make_optimizer
 from zoo.training.signals import Interrupted, handle_signals
 
 DATA_SIZES = ("vocab_size", "memory_size")  # from the data, never from a config
@@ -87,7 +87,7 @@ def build_qa_model(cfg, task):
     sizes = {"vocab_size": task.vocab_size, "memory_size": task.memory_size}
     builder = zoo.models.MODELS.get(cfg.model.name)
     wanted = inspect.signature(builder).parameters
-    model = zoo.models.create(cfg.model.name, **{k: v for k, v in sizes.items() if k in wanted},
+    model = create_model(cfg.model.name, **{k: v for k, v in sizes.items() if k in wanted},
                               **model_kwargs(cfg.model))
     return model.ensure_built()
 
