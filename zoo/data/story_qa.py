@@ -70,6 +70,13 @@ class QATask:
         out.update(self.info)
         return out
 
+    def split_texts(self):
+        """``(split, texts, profile)`` per split, what the run logs as its datasets: one text per
+        example (story, question and answer), and the split's size and vocabulary."""
+        for split, examples in self.examples.items():
+            texts = ["\n".join(e.story) + "\t" + e.question + "\t" + e.answer for e in examples]
+            yield split, texts, {"examples": len(examples), "vocab_size": self.vocab_size}
+
 
 def story_text(story: Sequence[str]) -> str:
     """The story string of a list of statements: one per line (see the module docstring)."""

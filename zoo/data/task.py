@@ -50,6 +50,14 @@ class Task:
         out.update(self.info)
         return out
 
+    def split_texts(self):
+        """``(split, texts, profile)`` per split, what the run logs as its datasets: the texts of both
+        sides, and the split's size and vocabularies."""
+        for split, (sources, targets) in self.splits.items():
+            yield split, [*sources, *targets], {"examples": len(sources),
+                                                 "source_vocab_size": self.source_tokenizer.vocab_size,
+                                                 "target_vocab_size": self.target_tokenizer.vocab_size}
+
 
 def load_task(data_cfg) -> Task:
     """Builds the task named ``data_cfg.name`` with the rest of ``data_cfg`` as arguments.
