@@ -34,14 +34,24 @@ class RelationReader(QAModel):
     what entity ``j``'s sentence tells, e.g. where Mary is. Two comparisons answer the yes/no
     questions: ``same = <p_1, p_2>`` (are both entities' answers the same word: "Are Mary and
     John in the same place?") and ``at = <p_1, d_2>`` with ``d_2(w) = sum_{t: question_t = w}
-    pi_{2,t}`` (is the second entity the first one's answer: "Is Mary in the kitchen?"). With
-    ``u = [sum_i r_i; q; same; at]`` the answer is
-    ``P = g p_1 + (1 - g) softmax(W_o relu(W_m u))``, ``g = sigmoid(w_g^T u)``: the pointer for
-    story words, the classifier for ``yes``/``no`` and counts. For a one-entity question both
-    pointers may pick the same word.
+    pi_{2,t}`` (is the second entity the first one's answer: "Is Mary in the kitchen?"). The
+    classifier and the gates read ``u = [sum_i r_i; q; same; at]``.
 
-    ``sentence_attention`` ``[B, 2, S]``: ``rho^1``, ``rho^2`` (the two rows play the role of
-    hops); ``word_attention``: ``(alpha^1 + alpha^2) / 2`` per word.
+    A second hop follows entity 1 to the person who holds it ("Where is the football?" after
+    "Mary took the football"): ``delta_{s,k} = softmax_k(z_{s,k}^T W_h q)`` picks a word within
+    each sentence, ``h(w) = sum_{i: word_i = w} rho^1_{s(i)} delta_i`` is the word entity 1's
+    sentence names, ``e_3 = sum_w h(w) E_w`` its embedding (``E`` the shared embedding table),
+    read by the same input attention, ``alpha^3_i = softmax_i(e_3^T w_i)``, and pointed through
+    as above: ``rho^3``, ``p_3(w) = sum_{i: word_i = w} rho^3_{s(i)} gamma_i``.
+
+    The answer is ``P = g (c p_1 + (1 - c) p_3) + (1 - g) softmax(W_o relu(W_m u) + W_s [same; at])``
+    (the comparisons also reach the answer scores directly: "yes" when ``same`` or ``at`` is high) with
+    ``g = sigmoid(w_g^T u)`` and ``c = sigmoid(w_c^T u)`` (its bias starts at 2, ``c = 0.88``:
+    one hop first): the pointers for story words, the classifier for ``yes``/``no`` and
+    counts. For a one-entity question both pointers may pick the same word.
+
+    ``sentence_attention`` ``[B, 3, S]``: ``rho^1``, ``rho^2``, ``rho^3`` (the rows play the
+    role of hops); ``word_attention``: ``(alpha^1 + alpha^2) / 2`` per word.
 
     References:
         Wang, Cao, de Melo, Liu. Relation Classification via Multi-Level Attention CNNs.
@@ -50,7 +60,7 @@ class RelationReader(QAModel):
         Network. ACL 2016. https://arxiv.org/abs/1603.01547
     """
 
-    hops = 2
+    hops = 3
     has_word_attention = True
 
     def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation",
@@ -71,7 +81,11 @@ class RelationReader(QAModel):
         self.answer_query = keras.layers.Dense(2 * self.hidden_size, use_bias=False, name="answer_query")
         self.mlp = keras.layers.Dense(self.mlp_units, activation="relu", name="mlp")
         self.output_layer = keras.layers.Dense(self.vocab_size, name="output")
+        self.compare = keras.layers.Dense(self.vocab_size, use_bias=False, name="compare")
         self.gate = keras.layers.Dense(1, activation="sigmoid", name="gate")
+        self.holder_query = keras.layers.Dense(2 * self.hidden_size, use_bias=False, name="holder_query")
+        self.hop_gate = keras.layers.Dense(1, activation="sigmoid", bias_initializer=keras.initializers.Constant(2.0),
+                                           name="hop_gate")  # starts on p_1 (c = 0.88): one hop first
 
     def read(self, story, question, training=None):
         words, word_mask, question_mask, z, h_question = read_both(self, story, question, training)
@@ -86,22 +100,39 @@ class RelationReader(QAModel):
         q = ops.sum(h_question * ops.cast(ops.expand_dims(question_mask, -1), z.dtype), axis=1) / count
         per_word = ops.reshape(alpha, (batch, 2, sentences, width))
         rho = ops.sum(per_word, axis=-1)  # rho^j_s: each entity's attention mass per sentence [B, 2, S]
-        local = masked_softmax(ops.einsum("bswd,bd->bsw", ops.reshape(z, (batch, sentences, width, -1)),
-                                          self.answer_query(q)),
-                               ops.reshape(word_mask, (batch, sentences, width)))  # gamma_{s,k}: [B, S, W]
+        story_words = ops.reshape(z, (batch, sentences, width, -1))
+        sentence_words = ops.reshape(word_mask, (batch, sentences, width))
+        one_hot = ops.one_hot(words, self.vocab_size, dtype="float32")  # [B, S*W, V]
+        local = masked_softmax(ops.einsum("bswd,bd->bsw", story_words, self.answer_query(q)),
+                               sentence_words)  # gamma_{s,k}: [B, S, W]
         beta = ops.reshape(ops.expand_dims(rho, -1) * ops.expand_dims(local, 1), (batch, 2, -1))  # [B, 2, S*W]
-        places = ops.einsum("bjn,bnv->bjv", ops.cast(beta, "float32"),
-                            ops.one_hot(words, self.vocab_size, dtype="float32"))  # p_j: [B, 2, V]
+        places = ops.einsum("bjn,bnv->bjv", ops.cast(beta, "float32"), one_hot)  # p_j: [B, 2, V]
+        # The second hop: the person of entity 1's sentence (who holds the football) is read like an entity.
+        holder_word = masked_softmax(ops.einsum("bswd,bd->bsw", story_words, self.holder_query(q)),
+                                     sentence_words)  # delta_{s,k}
+        holder = ops.einsum("bn,bnv->bv", ops.cast(ops.reshape(ops.expand_dims(rho[:, 0], -1) * holder_word,
+                                                               (batch, -1)), "float32"), one_hot)  # h: [B, V]
+        e_3 = ops.matmul(ops.cast(holder, z.dtype), self.embedding.embeddings)  # [B, D]
+        _, alpha_3 = self.input_attention(z, e_3, e_3, words=self.word_projection(z), sentence_mask=word_mask,
+                                          return_attention_scores=True)
+        rho_3 = ops.sum(ops.reshape(alpha_3[:, 0], (batch, sentences, width)), axis=-1)  # [B, S]
+        beta_3 = ops.reshape(ops.expand_dims(rho_3, -1) * local, (batch, -1))
+        place_3 = ops.einsum("bn,bnv->bv", ops.cast(beta_3, "float32"), one_hot)  # p_3
         identity = ops.einsum("bjt,btv->bjv", ops.cast(pointer, "float32"),
                               ops.one_hot(question, self.vocab_size, dtype="float32"))  # d_j: [B, 2, V]
         same = ops.sum(places[:, 0] * places[:, 1], axis=-1, keepdims=True)  # <p_1, p_2>
         at = ops.sum(places[:, 0] * identity[:, 1], axis=-1, keepdims=True)  # <p_1, d_2>
         summary = ops.concatenate([ops.cast(ops.sum(r, axis=1), "float32"), ops.cast(q, "float32"), same, at],
                                   axis=-1)
-        vocabulary = ops.softmax(ops.cast(self.output_layer(self.mlp(summary)), "float32"), axis=-1)
+        vocabulary = ops.softmax(ops.cast(self.output_layer(self.mlp(summary)), "float32")
+                                 + ops.cast(self.compare(ops.concatenate([same, at], axis=-1)), "float32"), axis=-1)
         g = ops.cast(self.gate(summary), "float32")
-        logits = ops.log(g * places[:, 0] + (1.0 - g) * vocabulary + 1e-9)
-        return {"logits": logits, "sentence_attention": rho, "word_attention": ops.mean(per_word, axis=1)}
+        c = ops.cast(self.hop_gate(summary), "float32")
+        pointed = c * places[:, 0] + (1.0 - c) * place_3
+        logits = ops.log(g * pointed + (1.0 - g) * vocabulary + 1e-9)
+        return {"logits": logits,
+                "sentence_attention": ops.concatenate([rho, ops.expand_dims(rho_3, 1)], axis=1),
+                "word_attention": ops.mean(per_word, axis=1)}
 
     def get_config(self):
         config = super().get_config()
