@@ -46,8 +46,8 @@ class RelationReader(QAModel):
 
     The answer is ``P = g (c p_1 + (1 - c) p_3) + (1 - g) softmax(W_o relu(W_m u) + W_s [same; at])``
     (the comparisons also reach the answer scores directly: "yes" when ``same`` or ``at`` is high) with
-    ``g = sigmoid(w_g^T u)`` and ``c = sigmoid(w_c^T u)`` (its bias starts at 2, ``c = 0.88``:
-    one hop first): the pointers for story words, the classifier for ``yes``/``no`` and
+    ``g = sigmoid(w_g^T u)`` and ``c = sigmoid(w_c^T u)`` (its bias starts at -2, ``c = 0.12``:
+    the hop gets the gradient from the start): the pointers for story words, the classifier for ``yes``/``no`` and
     counts. For a one-entity question both pointers may pick the same word.
 
     ``sentence_attention`` ``[B, 3, S]``: ``rho^1``, ``rho^2``, ``rho^3`` (the rows play the
@@ -84,8 +84,8 @@ class RelationReader(QAModel):
         self.compare = keras.layers.Dense(self.vocab_size, use_bias=False, name="compare")
         self.gate = keras.layers.Dense(1, activation="sigmoid", name="gate")
         self.holder_query = keras.layers.Dense(2 * self.hidden_size, use_bias=False, name="holder_query")
-        self.hop_gate = keras.layers.Dense(1, activation="sigmoid", bias_initializer=keras.initializers.Constant(2.0),
-                                           name="hop_gate")  # starts on p_1 (c = 0.88): one hop first
+        self.hop_gate = keras.layers.Dense(1, activation="sigmoid", bias_initializer=keras.initializers.Constant(-2.0),
+                                           name="hop_gate")  # starts on p_3 (c = 0.12)
 
     def read(self, story, question, training=None):
         words, word_mask, question_mask, z, h_question = read_both(self, story, question, training)
