@@ -135,3 +135,17 @@ def test_aoa_reader_without_generator_answers_only_story_words():
 def test_config_kwargs_build_the_model(name):
     kwargs = model_kwargs(compose_train([f"model={name}", "data=story_qa"]).model)
     assert zoo.models.create(name, vocab_size=VOCAB, memory_size=MEMORY, **kwargs).ensure_built().count_params() > 0
+
+
+def test_relation_reader_answers_story_words_through_its_entity_attentions():
+    # With the gate open (g = 1) the answer is the pointer sum p_1: a distribution over the story's words only.
+    model = make("relation_reader")
+    model.read(STORY, QUESTION)
+    kernel, bias = model.gate.get_weights()
+    model.gate.set_weights([np.zeros_like(kernel), np.full_like(bias, 30.0)])
+    p = np.exp(keras.ops.convert_to_numpy(model.read(STORY, QUESTION)["logits"]).astype("float64"))
+    np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-4)
+    for b in range(2):
+        elsewhere = np.setdiff1d(np.arange(VOCAB), STORY[b])
+        assert np.all(p[b, elsewhere] < 1e-6) and np.all(p[b, np.setdiff1d(STORY[b], [0])] > 0)
+    assert p[1, 0] < 1e-6  # padding is no answer

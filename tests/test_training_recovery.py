@@ -135,3 +135,35 @@ def test_a_diverging_run_stops_with_advice_and_exports_nothing(tmp_path):
     client, (run,) = runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["zoo.error"].startswith("NonFiniteLoss")
     assert not [a.path for a in client.list_artifacts(run.info.run_id) if a.path == "saved_model"]
+
+
+QA_TINY = ["model=memory_network", "data=story_qa", "data.train_size=320", "data.val_size=25", "data.test_size=50",
+           "data.max_sentences=6", "model.embed_dim=8", "trainer.epochs=3", "trainer.batch_size=16",
+           "trainer.early_stopping_patience=0", "trainer.checkpoint_every_steps=10", "trainer.verbose=0",
+           "tracking.log_pyfunc=false", "tracking.attention_plots=0", "tracking.predictions=10"]
+
+
+def test_a_killed_story_qa_run_resumes_into_the_same_run(tmp_path):
+    """The qa path (zoo/training/qa.py) checkpoints and resumes like translation: SIGKILL in epoch 2, then
+    trainer.resume=<run id> finishes the same run, each epoch's metrics once. Two train.py starts: 70 s at
+    load 8 on the shared 2-core CPU, mostly TensorFlow's start."""
+    proc = start(tmp_path, QA_TINY)
+    wait_for_checkpoint_in_epoch(tmp_path, 2, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    client, (run,) = runs(tmp_path)
+    assert run.info.status == "RUNNING"
+    run_id = run.info.run_id
+    assert [step for step, _ in history(client, run_id, "val_accuracy")] == [1], "killed during epoch 2"
+
+    code, out, err = finish(start(tmp_path, [*QA_TINY, f"trainer.resume={run_id}"]))
+    assert code == 0, err[-3000:]
+    client, found = runs(tmp_path)
+    assert [r.info.run_id for r in found] == [run_id]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["zoo.resumes"] == "1"
+    for key in ("train_loss", "val_loss", "val_accuracy", "val_evidence"):
+        assert [s for s, _ in history(client, run_id, key)] == [1, 2, 3], key  # each epoch exactly once
+    assert run.data.metrics["epochs_trained"] == 3
+    assert 0.0 <= run.data.metrics["test_accuracy_single_fact"] <= 1.0
+    assert not list((tmp_path / "checkpoints").glob(f"{run_id}/ckpt-*"))
