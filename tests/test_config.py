@@ -35,7 +35,8 @@ def test_precheck_names_the_value_and_the_fix(argv, expected):
 @pytest.mark.parametrize("argv", [[], ["model=bahdanau"], ["debug=smoke", "optimizer.learning_rate=1e-3"],
                                   ["+model.attention_options.units=16"], ["model.attention_options.units=16"],
                                   ["model=luong", "model.attention=concat"], ["-m", "model.attention=dot,general"],
-                                  ["-m", "model=bahdanau", "seed=1,2"]])
+                                  ["-m", "model=bahdanau", "seed=1,2"],
+                                  ["-m", "model=seq2seq,bahdanau,luong", "trainer.jit_compile=true"]])
 def test_precheck_accepts_good_command_lines(argv):
     assert precheck(argv) is None
 

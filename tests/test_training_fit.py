@@ -105,3 +105,31 @@ def test_a_loop_state_resumed_mid_epoch_ends_like_an_uninterrupted_one(tmp_path)
     assert [r["train_loss"] for r in resumed.state.history] == [r["train_loss"] for r in straight.state.history]
     for got, want in zip(model.get_weights(), weights):
         np.testing.assert_array_equal(got, want)
+
+
+# The RNN decoders under XLA: teacher forcing runs over time in a while loop (luong's input feeding
+# and bahdanau always; seq2seq runs Keras' RNN layers). Tiny sizes, no dropout (XLA draws other
+# random numbers), one source shape (no buckets): one XLA compilation per model.
+XLA = ["debug=smoke", "trainer.bucket_boundaries=[]", "model.hidden_size=12", "model.dropout=0.0"]
+
+
+@pytest.mark.slow  # an XLA compilation of the training step each: about 10-15 s of CPU on 2 cores
+@pytest.mark.parametrize("name, extra", [("seq2seq", []), ("bahdanau", []), ("luong", ["model.input_feeding=true"])])
+def test_xla_trains_the_rnn_models_as_without_it_tracing_once(name, extra):
+    runs = {}
+    for jit in (False, True):
+        cfg, runtime, data, model, optimizer = setup([*XLA, f"model={name}", *extra, f"trainer.jit_compile={str(jit).lower()}"])
+        if jit:
+            model.set_weights(runs[False][1])
+        initial = model.get_weights()
+        result, logged = run_loop(cfg, runtime, data, model, optimizer)
+        runs[jit] = (result, initial, [r["train_loss"] for _, r in logged], [r["val_loss"] for _, r in logged],
+                     model.get_weights())
+    (plain, _, losses, val_losses, weights), (xla, _, xla_losses, xla_val_losses, xla_weights) = runs[False], runs[True]
+    assert len(losses) == 2 and xla.state.global_step == plain.state.global_step == 4
+    assert xla_losses == pytest.approx(losses, rel=1e-5)
+    assert xla_val_losses == pytest.approx(val_losses, rel=1e-5)
+    for got, want in zip(xla_weights, weights):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert xla.traces == plain.traces == 1
+    assert xla.shapes == 1  # every batch padded to one shape: XLA compiled the step once

@@ -335,10 +335,6 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         check.add(f"model.max_length={check.get('model.max_length')!r} does nothing with model.positions="
                   f"{check.get('model.positions')}: only learned positions have a table of that size. "
                   f"Add model.positions=learned, or drop model.max_length.")
-    if check.get("trainer.jit_compile") is True and model_task == "seq2seq" and model != "transformer":
-        check.add(f"trainer.jit_compile=true does not work with model={model} yet: its decoder runs "
-                  f"keras.ops.scan, a while loop XLA cannot differentiate without a fixed trip count. "
-                  f"Use trainer.jit_compile=false (default: False), or model=transformer.")
     alias = check.get("tracking.alias")
     if isinstance(alias, str) and alias.lower() == "latest":
         check.add("tracking.alias=latest is reserved by MLflow's model registry (models:/<name>/latest is the "

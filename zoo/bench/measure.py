@@ -140,7 +140,12 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
     finally:
         keras.mixed_precision.set_global_policy("float32")
     spec = tf.data.Dataset.from_tensors(batches[0]).element_spec
-    spec = tf.nest.map_structure(lambda s: tf.TensorSpec([None, None], s.dtype), spec)
+    # As ``fit`` traces: lengths vary; with XLA the batches are padded to full rows, so the batch
+    # size is static (an RNN decoder's bounded time loop needs it: its gradient under XLA keeps
+    # only compile-time shapes).
+    rows = {int(y.shape[0]) for _, y in batches}
+    batch = rows.pop() if jit_compile and len(rows) == 1 else None
+    spec = tf.nest.map_structure(lambda s: tf.TensorSpec([batch, None], s.dtype), spec)
     compiled = tf.function(step, input_signature=[spec, tf.TensorSpec([], tf.float32)])
     return Trainee(name, kind, model, optimizer, compiled, batches, forward_flops)
 

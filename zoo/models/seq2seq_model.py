@@ -28,8 +28,19 @@ class Seq2SeqModel(keras.Model):
     share one step function. ``attention_weights((source, target_in))`` returns the
     cross-attention ``[B, Tt, Ts]`` of teacher-forced decoding, for plots.
 
+    ``time_loop`` picks that loop: ``"scan"`` (the default) or ``"bounded"``, a
+    ``keras.ops.while_loop`` whose ``maximum_iterations`` is the target length, with the step
+    outputs written into preallocated ``[Tt, B, ...]`` tensors. XLA differentiates only the
+    second (a while loop's gradient keeps each step's values in lists whose size must be known
+    when compiling), and only with a static batch size (otherwise a ``Dense`` on a ``[B, 1, H]``
+    query computes its transpose permutation at run time, a value the gradient loop cannot get as
+    a constant). The training engine sets it for its XLA step (``trainer.jit_compile``), whose
+    batches are padded to full rows. Same numbers as the scan.
+
     Token id 0 is padding in both vocabularies.
     """
+
+    time_loop = "scan"  # or "bounded" (XLA): how ``teacher_forced`` runs ``decode_step`` over time
 
     @property
     def _default_save_signature(self):
@@ -59,6 +70,8 @@ class Seq2SeqModel(keras.Model):
         state = self.initial_state(memory, max_length=ops.shape(target_in)[1])
         tokens = ops.transpose(target_in)  # time-major [Tt, B]
         batch = ops.shape(source)[0]
+        if self.time_loop == "bounded":
+            return self._bounded_teacher_forced(tokens, state, memory, batch, ops.shape(source)[1], training)
         # keras.ops.scan on TensorFlow stacks outputs shaped like the carry, so the carry holds
         # the step outputs too and every step's carry is stacked.
         init = (state, ops.zeros((batch, self.target_vocab_size)),
@@ -70,6 +83,23 @@ class Seq2SeqModel(keras.Model):
             return new_carry, new_carry
 
         _, (_, logits, attention) = ops.scan(step, init, tokens)
+        return ops.transpose(logits, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
+
+    def _bounded_teacher_forced(self, tokens, state, memory, batch, source_length, training):
+        """``teacher_forced`` as a while loop of at most ``Tt`` steps (XLA can differentiate it)."""
+        length = ops.shape(tokens)[0]
+
+        def body(t, state, logits, attention):
+            step_logits, state, step_attention = self.decode_step(ops.take(tokens, t, axis=0), state, memory,
+                                                                  training=training)
+            row = ops.reshape(t, (1, 1))  # scatter index: step t of the time-major outputs
+            logits = ops.scatter_update(logits, row, ops.expand_dims(ops.cast(step_logits, "float32"), 0))
+            attention = ops.scatter_update(attention, row, ops.expand_dims(ops.cast(step_attention, "float32"), 0))
+            return t + 1, state, logits, attention
+
+        init = (ops.convert_to_tensor(0, "int32"), state, ops.zeros((length, batch, self.target_vocab_size)),
+                ops.zeros((length, batch, source_length)))
+        _, _, logits, attention = ops.while_loop(lambda t, *_: t < length, body, init, maximum_iterations=length)
         return ops.transpose(logits, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
 
     def call(self, inputs, training=None):

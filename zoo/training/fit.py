@@ -73,7 +73,7 @@ def _train_step(model, optimizer, strategy, label_smoothing: float, clipnorm: Op
         x, y = batch
         ctx = tf.distribute.get_replica_context()
         with tf.GradientTape() as tape:
-            logits = model(x, training=True)
+            logits = _forward(model, x, jit_compile)
             nll, mask = token_losses(y, logits, label_smoothing)
             tokens = tf.reduce_sum(mask)
             if replicas > 1:
@@ -102,6 +102,21 @@ def _train_step(model, optimizer, strategy, label_smoothing: float, clipnorm: Op
                 strategy.reduce(reduce, stop, axis=None), shape)
 
     return step  # compiled by ``fit`` with the input signature of the first epoch's iterator
+
+
+def _forward(model, x, jit_compile: bool):
+    """``model(x, training=True)``; under XLA an RNN decoder's teacher forcing is traced as a while
+    loop with a maximum trip count (``Seq2SeqModel.time_loop = "bounded"``), which XLA can
+    differentiate, unlike ``keras.ops.scan``. Only this trace sees it: validation, plots and the
+    export keep the scan."""
+    if not jit_compile or getattr(model, "time_loop", None) is None:
+        return model(x, training=True)
+    previous = model.time_loop
+    model.time_loop = "bounded"
+    try:
+        return model(x, training=True)
+    finally:
+        model.time_loop = previous
 
 
 def make_train_step(model, optimizer, runtime, trainer):
