@@ -54,7 +54,8 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     beta = tf.constant(float(beta), tf.float32)
     model.ensure_built()
     memory = model.encode(source, training=False)
-    memory = tf.nest.map_structure(lambda x: tf.repeat(x, k, axis=0), memory)  # [B*K, ...]
+    rows = tf.repeat(tf.range(batch), k)  # [B*K]: each row K times; one gather per tensor below
+    memory = tf.nest.map_structure(lambda x: tf.gather(x, rows), memory)  # [B*K, ...]
     state = model.initial_state(memory, max_length=max_length)
     source_mask = tf.repeat(tf.not_equal(source, pad_id)[:, None, :], k, axis=1)  # [B, K, Ts]
 
