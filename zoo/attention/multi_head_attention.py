@@ -124,10 +124,11 @@ class MultiHeadAttention(BaseAttention):
 
     def prepare(self, value, key=None, heads_first=False):
         """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
-        ``[B, Tv, H, d]``, or ``[B, H, Tv, d]`` with ``heads_first`` (for ``attend_heads``)."""
+        ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) keys ``[B, H, d_k, Tv]`` and
+        values ``[B, H, Tv, d_v]``, the operands of the two products as they are."""
         keys, values = self.prepare_key(value if key is None else key), self.value_dense(value)
         if heads_first:
-            return heads_major(keys), heads_major(values)
+            return ops.transpose(keys, (0, 2, 3, 1)), heads_major(values)
         return keys, values
 
     def score(self, query, prepared_key):
@@ -139,11 +140,12 @@ class MultiHeadAttention(BaseAttention):
         broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
         [B, H, Tq, Tv])``. The Transformer calls it with rotated queries/keys and cached keys/values.
 
-        ``heads_first=True`` takes ``keys [B, H, Tv, d_k]`` and ``values [B, H, Tv, d_v]`` (``heads_first``
-        of ``prepare``'s, a decoder's cache): the two products need no transposes of them, which a
-        decoder would otherwise pay at every step for its cache and the source's keys and values."""
+        ``heads_first=True`` takes ``keys [B, H, d_k, Tv]`` and ``values [B, H, Tv, d_v]`` (``prepare``'s
+        with ``heads_first``, a decoder's cache): the two products are plain batched matmuls with no
+        transposes of them, which a decoder would otherwise pay at every step for its cache and the
+        source's keys and values."""
         if heads_first:
-            scores = ops.einsum("bhqd,bhkd->bhqk", heads_major(queries), keys)
+            scores = ops.einsum("bhqd,bhdk->bhqk", heads_major(queries), keys)
         else:
             scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
@@ -157,16 +159,22 @@ class MultiHeadAttention(BaseAttention):
 
     @staticmethod
     def write_cache(cache_keys, cache_values, keys, values, step):
-        """A decoder's key/value cache ``[B, H, L, d]`` (heads first, for ``attend_heads(...,
-        heads_first=True)``) with one position's ``keys``/``values`` ``[B, 1, H, d]`` written at slot
-        ``step [B]``. Returns ``(cache_keys, cache_values, mask [B, 1, L])``, the mask True at the
-        slots written so far (``<= step``); fixed shapes, so a ``tf.while_loop`` carries the cache
-        (as keras-hub's ``CachedMultiHeadAttention``)."""
-        slots = ops.arange(ops.shape(cache_keys)[2], dtype="int32")[None, :]  # [1, L]
+        """A decoder's key/value cache, keys ``[B, H, d_k, L]`` and values ``[B, H, L, d_v]`` (for
+        ``attend_heads(..., heads_first=True)``), with one position's ``keys``/``values``
+        ``[B, 1, H, d]`` written at slot ``step [B]``. Returns ``(cache_keys, cache_values, mask
+        [B, 1, L])``, the mask True at the slots written so far (``<= step``); fixed shapes, so a
+        ``tf.while_loop`` carries the cache (as keras-hub's ``CachedMultiHeadAttention``)."""
+        slots = ops.arange(ops.shape(cache_values)[2], dtype="int32")[None, :]  # [1, L]
         step = ops.expand_dims(ops.cast(step, "int32"), 1)  # [B, 1]
-        write = ops.expand_dims(ops.expand_dims(slots == step, 1), -1)  # [B, 1, L, 1]
-        cache_keys = ops.where(write, ops.cast(heads_major(keys), cache_keys.dtype), cache_keys)
-        cache_values = ops.where(write, ops.cast(heads_major(values), cache_values.dtype), cache_values)
+        at = slots == step  # [B, L]
+        shape = ops.shape(keys)
+        if keys.shape[1] == 1:  # [B, 1, H, d] -> [B, H, d, 1] moves no data
+            keys = ops.reshape(keys, (shape[0], shape[2], shape[3], 1))
+        else:
+            keys = ops.transpose(keys, (0, 2, 3, 1))
+        cache_keys = ops.where(at[:, None, None, :], ops.cast(keys, cache_keys.dtype), cache_keys)
+        cache_values = ops.where(at[:, None, :, None], ops.cast(heads_major(values), cache_values.dtype),
+                                 cache_values)
         return cache_keys, cache_values, ops.expand_dims(slots <= step, 1)
 
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):

@@ -108,7 +108,7 @@ class _DecoderLayer(_Block):
 
     def cross_keys_values(self, memory):
         """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source, heads
-        first ``[B, H, Ts, d_k]``: no decoder step transposes them again."""
+        first (keys ``[B, H, d_k, Ts]``, values ``[B, H, Ts, d_k]``): no decoder step transposes them."""
         return self.cross_attention.prepare(memory, heads_first=True)
 
     def _cross(self, x, cross_keys, cross_values, cross_mask, training):
@@ -130,7 +130,8 @@ class _DecoderLayer(_Block):
         return self.feed_forward(x, training), self_weights, cross_weights
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
-        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches ``[B, H, L, d]`` get its keys/values."""
+        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys ``[B, H, d, L]``, values
+        ``[B, H, L, d]``) get its keys/values."""
         new_caches = []
 
         def attend(h):
@@ -169,10 +170,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
     ``teacher_forced`` runs all target positions at once (causal mask, no loop) and returns
     the last decoder layer's cross-attention averaged over heads, ``[B, Tt, Ts]``.
     ``decode_step`` is incremental: the decoder self-attention keys/values of earlier steps
-    sit in a cache preallocated by ``initial_state(memory, max_length)`` as ``[B, H, L, d_k]``
-    per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
+    sit in a cache preallocated by ``initial_state(memory, max_length)``, keys ``[B, H, d_k, L]``
+    and values ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
     the cross-attention keys/values of the source are computed once in ``encode``; both are
-    kept heads first, so a step transposes neither.
+    kept heads first, in the layouts the two products take, so a step transposes neither.
     ``attention_maps((source, target_in))`` gives every layer's per-head weights for plots.
 
     Target padding is not masked in decoder self-attention: padding comes after the real
@@ -346,7 +347,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 "cross_values": tuple(v for _, v in cross)}
 
     def initial_state(self, memory, max_length=None):
-        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches ``[B, H, max_length, d_k]``.
+        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches: keys
+        ``[B, H, d_k, max_length]``, values ``[B, H, max_length, d_k]``.
 
         Every tensor has the batch first, so beam search can reorder hypotheses.
         """
@@ -354,8 +356,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
             raise ValueError("TransformerSeq2Seq.initial_state needs `max_length`, the size of its "
                              "key/value cache. Received: max_length=None")
         batch = ops.shape(memory["memory"])[0]
-        cache = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
-        return (ops.zeros((batch,), "int32"),) + (cache,) * (2 * self.num_layers)
+        keys = ops.zeros((batch, self.num_heads, self.head_dim, max_length), dtype=self.compute_dtype)
+        values = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
+        return (ops.zeros((batch,), "int32"),) + (keys, values) * self.num_layers
 
     def decode_step(self, token, state, memory, training=None):
         step, caches = state[0], state[1:]
