@@ -11,6 +11,15 @@ from zoo.attention.base_attention import BaseAttention, masked_softmax, register
 SCORINGS = ("scaled_dot", "dot")
 
 
+def heads_major(x):
+    """``[B, T, H, d]`` <-> ``[B, H, T, d]`` (the swap is its own inverse). With one step (or one
+    head) the swap moves no data, so it is a reshape, not a transpose: a decoder's every step."""
+    if x.shape[1] == 1 or x.shape[2] == 1:
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[2], shape[1], shape[3]))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
 @register_attention("multi_head")
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(BaseAttention):
@@ -113,36 +122,59 @@ class MultiHeadAttention(BaseAttention):
             key = key * ops.cast(1.0 / math.sqrt(self.head_key_dim), key.dtype)
         return key
 
-    def prepare(self, value, key=None):
-        """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source."""
-        return self.prepare_key(value if key is None else key), self.value_dense(value)
+    def prepare(self, value, key=None, heads_first=False):
+        """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
+        ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) keys ``[B, H, d_k, Tv]`` and
+        values ``[B, H, Tv, d_v]``, the operands of the two products as they are."""
+        keys, values = self.prepare_key(value if key is None else key), self.value_dense(value)
+        if heads_first:
+            return ops.transpose(keys, (0, 2, 3, 1)), heads_major(values)
+        return keys, values
 
     def score(self, query, prepared_key):
         return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
 
-    def attend_heads(self, queries, keys, values, mask=None, training=None):
+    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False):
         """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
         and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
         broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
-        [B, H, Tq, Tv])``. The Transformer calls it with rotated queries/keys and cached keys/values."""
-        scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
+        [B, H, Tq, Tv])``. The Transformer calls it with rotated queries/keys and cached keys/values.
+
+        ``heads_first=True`` takes ``keys [B, H, d_k, Tv]`` and ``values [B, H, Tv, d_v]`` (``prepare``'s
+        with ``heads_first``, a decoder's cache): the two products are plain batched matmuls with no
+        transposes of them, which a decoder would otherwise pay at every step for its cache and the
+        source's keys and values."""
+        if heads_first:
+            scores = ops.einsum("bhqd,bhdk->bhqk", heads_major(queries), keys)
+        else:
+            scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
         weights = masked_softmax(scores, head_mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
+        if heads_first:
+            heads = heads_major(ops.einsum("bhqk,bhkd->bhqd", dropped, values))  # [B, Tq, H, d_v]
+        else:
+            heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
         return self.output_dense(heads), weights
 
     @staticmethod
     def write_cache(cache_keys, cache_values, keys, values, step):
-        """A decoder's key/value cache ``[B, L, H, d]`` with one position's ``keys``/``values``
+        """A decoder's key/value cache, keys ``[B, H, d_k, L]`` and values ``[B, H, L, d_v]`` (for
+        ``attend_heads(..., heads_first=True)``), with one position's ``keys``/``values``
         ``[B, 1, H, d]`` written at slot ``step [B]``. Returns ``(cache_keys, cache_values, mask
         [B, 1, L])``, the mask True at the slots written so far (``<= step``); fixed shapes, so a
         ``tf.while_loop`` carries the cache (as keras-hub's ``CachedMultiHeadAttention``)."""
-        slots = ops.arange(ops.shape(cache_keys)[1], dtype="int32")[None, :]  # [1, L]
+        slots = ops.arange(ops.shape(cache_values)[2], dtype="int32")[None, :]  # [1, L]
         step = ops.expand_dims(ops.cast(step, "int32"), 1)  # [B, 1]
-        write = ops.expand_dims(ops.expand_dims(slots == step, -1), -1)  # [B, L, 1, 1]
-        cache_keys = ops.where(write, ops.cast(keys, cache_keys.dtype), cache_keys)
-        cache_values = ops.where(write, ops.cast(values, cache_values.dtype), cache_values)
+        at = slots == step  # [B, L]
+        shape = ops.shape(keys)
+        if keys.shape[1] == 1:  # [B, 1, H, d] -> [B, H, d, 1] moves no data
+            keys = ops.reshape(keys, (shape[0], shape[2], shape[3], 1))
+        else:
+            keys = ops.transpose(keys, (0, 2, 3, 1))
+        cache_keys = ops.where(at[:, None, None, :], ops.cast(keys, cache_keys.dtype), cache_keys)
+        cache_values = ops.where(at[:, None, :, None], ops.cast(heads_major(values), cache_values.dtype),
+                                 cache_values)
         return cache_keys, cache_values, ops.expand_dims(slots <= step, 1)
 
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):

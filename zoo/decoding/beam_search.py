@@ -49,11 +49,13 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     if k < 1:
         raise ValueError(f"decoding.beam_size must be >= 1. Received: beam_size={beam_size}")
     max_length = tf.cast(max_length, tf.int32)
+    alpha_value, beta_value = alpha, beta
     alpha = tf.constant(float(alpha), tf.float32)
     beta = tf.constant(float(beta), tf.float32)
     model.ensure_built()
     memory = model.encode(source, training=False)
-    memory = tf.nest.map_structure(lambda x: tf.repeat(x, k, axis=0), memory)  # [B*K, ...]
+    rows = tf.repeat(tf.range(batch), k)  # [B*K]: each row K times; one gather per tensor below
+    memory = tf.nest.map_structure(lambda x: tf.gather(x, rows), memory)  # [B*K, ...]
     state = model.initial_state(memory, max_length=max_length)
     source_mask = tf.repeat(tf.not_equal(source, pad_id)[:, None, :], k, axis=1)  # [B, K, Ts]
 
@@ -70,8 +72,21 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     token = tf.fill([batch * k], tf.constant(bos_id, tf.int32))
     rank = tf.range(2 * k)[None, :]
 
+    # With alpha = 0 (beta = 0) the length (coverage) penalty is exactly 1 (0): its ops, and the
+    # coverage of every hypothesis, are left out of the loop (the per-step work of a small model).
+    use_length, use_coverage = float(alpha_value) != 0.0, float(beta_value) != 0.0
+
+    def penalised(logp, length, coverage, mask):
+        if use_length:
+            logp = logp / length_penalty(length, alpha)
+        if use_coverage:
+            logp = logp + coverage_penalty(coverage, mask, beta)
+        return logp
+
     def cond(step, token, state, alive_seq, alive_logp, alive_attn, fin_score, *rest):
-        best_possible = tf.reduce_max(alive_logp, axis=1) / length_penalty(max_length, alpha)
+        best_possible = tf.reduce_max(alive_logp, axis=1)
+        if use_length:
+            best_possible = best_possible / length_penalty(max_length, alpha)
         done = tf.reduce_all(fin_score[:, -1] >= best_possible)
         return tf.logical_and(step < max_length, tf.logical_not(done))
 
@@ -89,31 +104,38 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
         cand_seq = tf.where(at_step, cand_token[:, :, None], _gather_beams(alive_seq, parent))
         cand_attn_step = _gather_beams(attention, parent)
         cand_attn = tf.where(at_step[..., None], cand_attn_step[:, :, None, :], _gather_beams(alive_attn, parent))
-        cand_cov = _gather_beams(alive_cov, parent) + cand_attn_step
+        cand_cov = _gather_beams(alive_cov, parent) + cand_attn_step if use_coverage else alive_cov
         is_eos = tf.equal(cand_token, eos_id)
 
         # Live hypotheses: the best K candidates that did not end.
         live_logp, live_index = tf.math.top_k(tf.where(is_eos, NEG, cand_logp), k=k)
         new_alive_seq = _gather_beams(cand_seq, live_index)
         new_alive_attn = _gather_beams(cand_attn, live_index)
-        new_alive_cov = _gather_beams(cand_cov, live_index)
+        new_alive_cov = _gather_beams(cand_cov, live_index) if use_coverage else alive_cov
         flat_parent = tf.reshape(_gather_beams(parent, live_index) + tf.range(batch)[:, None] * k, [-1])
         new_state = tf.nest.map_structure(lambda s: tf.gather(s, flat_parent), new_state)
         new_state = tf.nest.map_structure(lambda n, o: tf.reshape(n, tf.shape(o)), new_state, state)
         next_token = tf.reshape(_gather_beams(cand_token, live_index), [-1])
 
-        # Finished hypotheses: an <eos> ranked among the first K candidates.
+        # Finished hypotheses: an <eos> ranked among the first K candidates. Without one, the
+        # finished set stays as it is (top-k of it and 2K NEG scores is itself: it is sorted, and
+        # ties go to the lower index), so its update runs only at steps where something finishes.
         finishing = tf.logical_and(is_eos, rank < k)
         length = step + 1
-        score = cand_logp / length_penalty(length, alpha) + coverage_penalty(
-            cand_cov, _gather_beams(source_mask, parent), beta)
-        score = tf.where(finishing, score, NEG)
-        all_score = tf.concat([fin_score, score], axis=1)
-        new_fin_score, fin_index = tf.math.top_k(all_score, k=k)
-        new_fin_seq = _gather_beams(tf.concat([fin_seq, cand_seq], 1), fin_index)
-        new_fin_attn = _gather_beams(tf.concat([fin_attn, cand_attn], 1), fin_index)
-        new_fin_logp = _gather_beams(tf.concat([fin_logp, tf.where(finishing, cand_logp, NEG)], 1), fin_index)
-        new_fin_len = _gather_beams(tf.concat([fin_len, tf.fill([batch, 2 * k], length)], 1), fin_index)
+
+        def finish():
+            mask = _gather_beams(source_mask, parent) if use_coverage else None
+            score = tf.where(finishing, penalised(cand_logp, length, cand_cov, mask), NEG)
+            all_score = tf.concat([fin_score, score], axis=1)
+            new_fin_score, fin_index = tf.math.top_k(all_score, k=k)
+            return (new_fin_score,
+                    _gather_beams(tf.concat([fin_seq, cand_seq], 1), fin_index),
+                    _gather_beams(tf.concat([fin_attn, cand_attn], 1), fin_index),
+                    _gather_beams(tf.concat([fin_logp, tf.where(finishing, cand_logp, NEG)], 1), fin_index),
+                    _gather_beams(tf.concat([fin_len, tf.fill([batch, 2 * k], length)], 1), fin_index))
+
+        new_fin_score, new_fin_seq, new_fin_attn, new_fin_logp, new_fin_len = tf.cond(
+            tf.reduce_any(finishing), finish, lambda: (fin_score, fin_seq, fin_attn, fin_logp, fin_len))
         return (step + 1, next_token, new_state, new_alive_seq, live_logp, new_alive_attn, new_fin_score,
                 new_alive_cov, new_fin_seq, new_fin_attn, new_fin_logp, new_fin_len)
 
@@ -123,7 +145,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
      fin_len) = tf.while_loop(cond, body, loop_vars)
 
     # Live hypotheses that never ended compete where fewer than K finished.
-    alive_score = alive_logp / length_penalty(steps, alpha) + coverage_penalty(alive_cov, source_mask, beta)
+    alive_score = penalised(alive_logp, steps, alive_cov, source_mask)
     missing = fin_score <= NEG / 2
     alive_score = tf.where(tf.reduce_any(missing, axis=1, keepdims=True), alive_score, NEG)
     alive_score = tf.where(alive_logp <= NEG / 2, NEG, alive_score)

@@ -109,13 +109,14 @@ class _DecoderLayer(_Block):
         self.cross_attention_norm.build(shape)
 
     def cross_keys_values(self, memory):
-        """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source."""
-        return self.cross_attention.prepare(memory)
+        """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source, heads
+        first (keys ``[B, H, d_k, Ts]``, values ``[B, H, Ts, d_k]``): no decoder step transposes them."""
+        return self.cross_attention.prepare(memory, heads_first=True)
 
     def _cross(self, x, cross_keys, cross_values, cross_mask, training):
         def attend(h):
             return self.cross_attention.attend_heads(self.cross_attention.query_dense(h), cross_keys, cross_values,
-                                                     cross_mask, training=training)
+                                                     cross_mask, training=training, heads_first=True)
 
         return self.residual(x, self.cross_attention_norm, attend, training)
 
@@ -131,7 +132,8 @@ class _DecoderLayer(_Block):
         return self.feed_forward(x, training), self_weights, cross_weights
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
-        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches ``[B, L, H, d]`` get its keys/values."""
+        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys ``[B, H, d, L]``, values
+        ``[B, H, L, d]``) get its keys/values."""
         new_caches = []
 
         def attend(h):
@@ -139,7 +141,7 @@ class _DecoderLayer(_Block):
             queries, keys, values = self.project_self(h, start_index=ops.max(step))
             keys, values, mask = self.self_attention.write_cache(cache_keys, cache_values, keys, values, step)
             new_caches.extend([keys, values])
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training)
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True)
 
         x, _ = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
@@ -170,9 +172,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
     ``teacher_forced`` runs all target positions at once (causal mask, no loop) and returns
     the last decoder layer's cross-attention averaged over heads, ``[B, Tt, Ts]``.
     ``decode_step`` is incremental: the decoder self-attention keys/values of earlier steps
-    sit in a cache preallocated by ``initial_state(memory, max_length)`` as ``[B, L, H, d_k]``
-    per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
-    the cross-attention keys/values of the source are computed once in ``encode``.
+    sit in a cache preallocated by ``initial_state(memory, max_length)``, keys ``[B, H, d_k, L]``
+    and values ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
+    the cross-attention keys/values of the source are computed once in ``encode``; both are
+    kept heads first, in the layouts the two products take, so a step transposes neither.
     ``attention_maps((source, target_in))`` gives every layer's per-head weights for plots.
 
     Target padding is not masked in decoder self-attention: padding comes after the real
@@ -346,7 +349,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 "cross_values": tuple(v for _, v in cross)}
 
     def initial_state(self, memory, max_length=None):
-        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches ``[B, max_length, H, d_k]``.
+        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches: keys
+        ``[B, H, d_k, max_length]``, values ``[B, H, max_length, d_k]``.
 
         Every tensor has the batch first, so beam search can reorder hypotheses.
         """
@@ -354,8 +358,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
             raise ValueError("TransformerSeq2Seq.initial_state needs `max_length`, the size of its "
                              "key/value cache. Received: max_length=None")
         batch = ops.shape(memory["memory"])[0]
-        cache = ops.zeros((batch, max_length, self.num_heads, self.head_dim), dtype=self.compute_dtype)
-        return (ops.zeros((batch,), "int32"),) + (cache,) * (2 * self.num_layers)
+        keys = ops.zeros((batch, self.num_heads, self.head_dim, max_length), dtype=self.compute_dtype)
+        values = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
+        return (ops.zeros((batch,), "int32"),) + (keys, values) * self.num_layers
 
     def decode_step(self, token, state, memory, training=None):
         step, caches = state[0], state[1:]
