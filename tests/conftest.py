@@ -58,6 +58,13 @@ def mismatch():
     assert "mismatch" not in zoo.metrics.names()
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per CPU core, plus one. The end-to-end tests spend part of their time
+    waiting (for a server to start, a subprocess to reach a checkpoint, workers to meet), and the
+    extra worker runs other tests meanwhile."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(config, items):
     """Files that hold ``slow`` tests run first, those with the most first; each file's tests in
     their written order.

@@ -65,9 +65,7 @@ def history(client, run_id, key):
 def test_sigkill_in_epoch_2_then_resume_by_run_id_equals_an_uninterrupted_run(tmp_path):
     straight_dir, killed_dir = tmp_path / "straight", tmp_path / "killed"
     straight_dir.mkdir(), killed_dir.mkdir()
-    code, out, err = finish(start(straight_dir, TINY))
-    assert code == 0, err[-3000:]
-
+    straight_proc = start(straight_dir, [*TINY, "trainer.verbose=0"])  # trains beside the one to be killed
     proc = start(killed_dir, TINY)
     wait_for_checkpoint_in_epoch(killed_dir, 2, proc)
     proc.send_signal(signal.SIGKILL)
@@ -78,6 +76,8 @@ def test_sigkill_in_epoch_2_then_resume_by_run_id_equals_an_uninterrupted_run(tm
     assert [step for step, _ in history(client, run_id, "train_loss")] == [1], "killed during epoch 2"
 
     code, out, err = finish(start(killed_dir, [*TINY, f"trainer.resume={run_id}"]))
+    assert code == 0, err[-3000:]
+    code, out, err = finish(straight_proc)
     assert code == 0, err[-3000:]
     client, found = runs(killed_dir)
     assert [r.info.run_id for r in found] == [run_id]
