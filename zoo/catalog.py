@@ -131,21 +131,22 @@ def _literal(path: Path, name: str):
     return value(found)
 
 
+def _constraints(package: str, name: str) -> tuple:
+    path = PACKAGE_DIR / package / f"{name}.py"
+    if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
+        return ()
+    return tuple(_literal(path, "CONSTRAINTS"))
+
+
 @functools.lru_cache(maxsize=None)
 def data_constraints(name: str) -> tuple:
     """The rules dataset ``name`` declares for its keys (``CONSTRAINTS`` in ``zoo/data/<name>.py``),
     read without importing the module; () when it declares none."""
-    path = PACKAGE_DIR / "data" / f"{name}.py"
-    if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
-        return ()
-    return tuple(_literal(path, "CONSTRAINTS"))
+    return _constraints("data", name)
 
 
 @functools.lru_cache(maxsize=None)
 def model_constraints(name: str) -> tuple:
-    """The size rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
+    """The rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
     ``zoo.checks.constraint_problems``), read without importing the module; () when it declares none."""
-    path = PACKAGE_DIR / "models" / f"{name}.py"
-    if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
-        return ()
-    return tuple(_literal(path, "CONSTRAINTS"))
+    return _constraints("models", name)

@@ -4,11 +4,18 @@ import difflib
 import numbers
 
 
+class InvalidArgument(ValueError):
+    """A Keras-style refusal of one argument; ``name``, ``expected`` and ``value`` say which and why,
+    so a caller can word it in its own terms (``zoo.training.model.create_model``: ``model.<name>``)."""
+
+    def __init__(self, name, expected, value):
+        super().__init__(f"Received an invalid value for argument `{name}`, expected {expected}. "
+                         f"Received: {name}={value!r}")
+        self.name, self.expected, self.value = name, expected, value
+
+
 def invalid(name, expected, value):
-    return ValueError(
-        f"Received an invalid value for argument `{name}`, expected {expected}. "
-        f"Received: {name}={value!r}"
-    )
+    return InvalidArgument(name, expected, value)
 
 
 def positive_int(name, value, allow_none=False):

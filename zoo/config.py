@@ -309,13 +309,7 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
     for key in ("dropout", "attention_dropout"):
         if key in cfg.model:
             check.rule(f"model.{key}", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
-    values = OmegaConf.to_container(cfg.model, resolve=True)
-    for problem in checks.constraint_problems(catalog.model_constraints(model), values):
-        key = problem["key"]
-        check.add(f"model.{key}={problem['value']!r} is not valid: expected {problem['expected']}; "
-                  f"e.g. model.{problem['fix'].replace(' or ', ' or model.')}"
-                  + (f" (default: {check.default('model.' + key)!r})." if check.default("model." + key)
-                     is not _NO_DEFAULT else "."))
+    declared_problems(check, "model", catalog.model_constraints(model))
     for line in trainer_problems(cfg.trainer, defaults):
         check.add(line)
     check.choice("optimizer.name", catalog.OPTIMIZERS)
@@ -351,17 +345,22 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
     return check.found
 
 
+def declared_problems(check: "_Checker", group: str, constraints) -> None:
+    """The rules a component declares (its ``CONSTRAINTS``) that ``<group>.*`` breaks, with defaults."""
+    values = OmegaConf.to_container(check.cfg.get(group), resolve=True)
+    defaults = {k: check.default(f"{group}.{k}") for k in values}
+    for line in checks.problem_lines(constraints, values, group,
+                                     {k: v for k, v in defaults.items() if v is not _NO_DEFAULT}):
+        check.add(line)
+
+
 def data_problems(check: "_Checker") -> None:
     """Data keys checkable without reading the data: files that must exist, sizes, names."""
     data = check.cfg.get("data")
     if data is None:
         return
     if data.get("name") != "tatoeba":  # the rules the dataset declares (CONSTRAINTS in zoo/data/<name>.py)
-        values = OmegaConf.to_container(data, resolve=True)
-        defaults = {k: check.default(f"data.{k}") for k in values}
-        for line in checks.problem_lines(catalog.data_constraints(str(data.get("name"))), values, "data",
-                                         {k: v for k, v in defaults.items() if v is not _NO_DEFAULT}):
-            check.add(line)
+        declared_problems(check, "data", catalog.data_constraints(str(data.get("name"))))
         return
     path = data.get("path")
     if path:

@@ -5,14 +5,11 @@ Both are created inside the strategy's scope, so their variables are mirrored ov
 
 from __future__ import annotations
 
-import re
-
 from omegaconf import DictConfig
 
+from zoo.checks import InvalidArgument
 from zoo.config import model_kwargs
 from zoo.errors import ConfigError
-
-_KERAS_STYLE = re.compile(r"Received an invalid value for argument `(\w+)`, expected (.*)\. Received: ", re.DOTALL)
 
 
 def create_model(name: str, **kwargs):
@@ -25,13 +22,9 @@ def create_model(name: str, **kwargs):
 
     try:
         return zoo.models.create(name, **kwargs)
-    except ValueError as error:
-        found = _KERAS_STYLE.match(str(error))
-        if not found:
-            raise
-        key, expected = found.groups()
-        shown = f"model.{key}={kwargs[key]!r}" if key in kwargs else f"model.{key}"
-        raise ConfigError(f"{shown} is not valid for model={name}: expected {expected}.") from None
+    except InvalidArgument as error:
+        raise ConfigError(f"model.{error.name}={error.value!r} is not valid for model={name}: "
+                          f"expected {error.expected}.") from None
 
 
 def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
