@@ -38,7 +38,7 @@ class Reader(tf.Module):
         self.memory_size = int(memory_size)
         self.max_words = int(max_words)
         self.max_question_words = int(max_question_words)
-        self.answer = tf.function(self._answer, input_signature=[STORIES, QUESTIONS])
+        self.answer = tf.function(self._answer, input_signature=[STORIES, QUESTIONS], autograph=False)
         self.serving_default = self.answer
 
     def _answer(self, story, question):

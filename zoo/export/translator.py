@@ -67,9 +67,9 @@ class Translator(tf.Module):
             raise ValueError(f"Unknown decoding strategy '{options['strategy']}'. Available: {', '.join(STRATEGIES)}")
         check_decoding(options, int(target_tokenizer.vocab_size))
         self._decoding = options
-        self.translate = tf.function(self._translate, input_signature=[STRINGS])
+        self.translate = tf.function(self._translate, input_signature=[STRINGS], autograph=False)
         self.serving_default = self.translate  # the same function, for TF Serving
-        self.translate_nbest = tf.function(self._translate_nbest, input_signature=[STRINGS])
+        self.translate_nbest = tf.function(self._translate_nbest, input_signature=[STRINGS], autograph=False)
 
     def _source(self, inputs):
         tokens = self.source_tokenizer.split(inputs)[:, : self.max_source_length - 1]
