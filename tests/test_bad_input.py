@@ -55,6 +55,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["optimizer.learning_rate=-1"], ["optimizer.learning_rate=-1", "positive number", "default: 0.003"]),
     (["optimizer.name=rmsprop"], ["optimizer.name=rmsprop", "Available: adam, adamw, sgd"]),
     (["optimizer.decay=cosine"], ["optimizer.decay=cosine", "inverse_sqrt"]),
+    (["tracking.register_as=zoo-dates", "tracking.export=false"], ["tracking.register_as=zoo-dates",
+                                                                   "tracking.export=false"]),
     (["decoding.strategy=topk"], ["decoding.strategy=topk", "greedy, beam, sample"]),
     (["decoding=beam", "decoding.beam_size=0"], ["decoding.beam_size=0", "integer >= 1"]),
     (["decoding=sample", "decoding.top_p=1.5"], ["decoding.top_p=1.5", "(0, 1]"]),
@@ -110,6 +112,9 @@ TOOLS = [  # python -m <module> <arguments>
     ("zoo.compare", ["--by-length", "--metric", "test_loss"], ["--metric=test_loss", "test_bleu"]),
     ("zoo.compare", ["--out", "figure.png"], ["--out=figure.png", "--by-length"]),
     ("zoo.compare", [], ["no MLflow store"], "missing_store"),
+    ("zoo.compare", ["--paired", "{bare_run}", "0123456789abcdef"], ["--paired={bare_run}", "has no saved_model/",
+                                                                    "--paired=0123456789abcdef", "is not a run in"]),
+    ("zoo.compare", ["--runs", "0123456789abcdef"], ["--runs=0123456789abcdef", "is not a run in"]),
 ]
 
 

@@ -91,7 +91,7 @@ def test_training_runs_log_scores_by_length_that_compare_reads(mlflow_store):
 
     from conftest import compose
 
-    common = ["data=reverse", "debug=smoke", "data.max_length=8", "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
+    common = ["data=reverse", "debug=smoke", "data.max_length=8", "tracking.export=false", "tracking.attention_plots=0"]
     runs = [train(compose([*common, f"model={name}"]))["run_id"] for name in ("seq2seq", "bahdanau")]
     path = mlflow.artifacts.download_artifacts(run_id=runs[0], artifact_path="by_length/test.csv",
                                                tracking_uri=mlflow_store)

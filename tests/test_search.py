@@ -42,7 +42,7 @@ def test_a_bad_search_command_line_is_one_clear_error(argv, message):
 def _search(tmp_path, *args):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_python(["-m", "zoo.search", "model=luong", "debug=smoke",
-                         f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", *args],
+                         f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false", *args],
                         cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
     assert result.returncode == 0, result.stderr[-3000:]
     client = mlflow.MlflowClient(uri)

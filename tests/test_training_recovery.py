@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 # Three short epochs of about 60 steps each, checkpointing every 10 steps.
 TINY = ["debug=smoke", "data.train_size=960", "data.val_size=32", "data.test_size=64", "trainer.epochs=3",
         "trainer.steps_per_epoch=null", "trainer.batch_size=16", "trainer.early_stopping_patience=0",
-        "trainer.checkpoint_every_steps=10", "tracking.log_pyfunc=false", "tracking.attention_plots=0"]
+        "trainer.checkpoint_every_steps=10", "tracking.export=false", "tracking.attention_plots=0"]
 
 
 def start(workdir: Path, overrides):
@@ -62,24 +62,42 @@ def history(client, run_id, key):
     return [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
 
 
-def test_sigkill_in_epoch_2_then_resume_by_run_id_equals_an_uninterrupted_run(tmp_path):
-    straight_dir, killed_dir = tmp_path / "straight", tmp_path / "killed"
-    straight_dir.mkdir(), killed_dir.mkdir()
-    straight_proc = start(straight_dir, [*TINY, "trainer.verbose=0"])  # trains beside the one to be killed
-    proc = start(killed_dir, TINY)
-    wait_for_checkpoint_in_epoch(killed_dir, 2, proc)
+def test_sigterm_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
+    """One run stopped twice and finished: SIGTERM in epoch 1 (a checkpoint, KILLED, a printed resume
+    command); that command, SIGKILLed in epoch 2 (RUNNING: no chance to say more); then
+    ``trainer.resume=<run id>`` to the end. One MLflow run, each epoch's metrics once, and the losses
+    of an uninterrupted run trained beside it. A FINISHED run is not resumed."""
+    straight_dir, work = tmp_path / "straight", tmp_path / "stopped"
+    straight_dir.mkdir(), work.mkdir()
+    straight_proc = start(straight_dir, [*TINY, "trainer.verbose=0"])  # trains beside the one to be stopped
+    proc = start(work, TINY)
+    wait_for_checkpoint_in_epoch(work, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc)
+    assert code == 128 + signal.SIGTERM, err[-3000:]
+    client, (run,) = runs(work)
+    run_id = run.info.run_id
+    assert run.info.status == "KILLED"
+    assert "SIGTERM" in run.data.tags["zoo.stopped"]
+    assert list((work / "checkpoints" / run_id).glob("ckpt-*/weights.npz"))
+    match = re.search(r"Resume with: (python train\.py .*)$", err, re.MULTILINE)
+    assert match, err[-3000:]
+    command = shlex.split(match.group(1))
+    assert command[-1] == f"trainer.resume={run_id}"
+
+    proc = start(work, command[2:])  # the printed command
+    wait_for_checkpoint_in_epoch(work, 2, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    client, found = runs(killed_dir)
-    assert len(found) == 1 and found[0].info.status == "RUNNING"  # SIGKILL leaves no chance to say more
-    run_id = found[0].info.run_id
+    client, (run,) = runs(work)
+    assert run.info.run_id == run_id and run.info.status == "RUNNING"
     assert [step for step, _ in history(client, run_id, "train_loss")] == [1], "killed during epoch 2"
 
-    code, out, err = finish(start(killed_dir, [*TINY, f"trainer.resume={run_id}"]))
+    code, out, err = finish(start(work, [*TINY, f"trainer.resume={run_id}"]))
     assert code == 0, err[-3000:]
     code, out, err = finish(straight_proc)
     assert code == 0, err[-3000:]
-    client, found = runs(killed_dir)
+    client, found = runs(work)
     assert [r.info.run_id for r in found] == [run_id]
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
@@ -94,40 +112,19 @@ def test_sigkill_in_epoch_2_then_resume_by_run_id_equals_an_uninterrupted_run(tm
     metrics = run.data.metrics
     assert metrics["test_exact_match"] == pytest.approx(straight.data.metrics["test_exact_match"], abs=0.002)
     assert metrics["epochs_trained"] == 3
-    assert run.data.tags["zoo.resumes"] == "1"
-    assert not list((killed_dir / "checkpoints").glob(f"{run_id}/ckpt-*"))  # FINISHED: nothing left to resume
-
-
-def test_sigterm_checkpoints_marks_killed_and_prints_a_resume_command_that_works(tmp_path):
-    proc = start(tmp_path, TINY)
-    wait_for_checkpoint_in_epoch(tmp_path, 1, proc)
-    proc.send_signal(signal.SIGTERM)
-    code, out, err = finish(proc)
-    assert code == 128 + signal.SIGTERM, err[-3000:]
-    client, (run,) = runs(tmp_path)
-    assert run.info.status == "KILLED"
-    assert "SIGTERM" in run.data.tags["zoo.stopped"]
-    assert list((tmp_path / "checkpoints" / run.info.run_id).glob("ckpt-*/weights.npz"))
-    match = re.search(r"Resume with: (python train\.py .*)$", err, re.MULTILINE)
-    assert match, err[-3000:]
-    command = shlex.split(match.group(1))
-    assert command[-1] == f"trainer.resume={run.info.run_id}"
-
-    code, out, err = finish(start(tmp_path, command[2:]))
-    assert code == 0, err[-3000:]
-    client, found = runs(tmp_path)
-    assert [r.info.run_id for r in found] == [run.info.run_id]
-    assert client.get_run(run.info.run_id).info.status == "FINISHED"
-    assert [s for s, _ in history(client, run.info.run_id, "train_loss")] == [1, 2, 3]
+    assert run.data.tags["zoo.resumes"] == "2"
+    assert not list((work / "checkpoints").glob(f"{run_id}/ckpt-*"))  # FINISHED: nothing left to resume
+    # tracking.export=false: scored and reported, no model written
+    assert "saved_model" not in {a.path for a in client.list_artifacts(run_id)}
 
     # A FINISHED run is not resumed: one line, exit code 2.
-    code, out, err = finish(start(tmp_path, command[2:]))
+    code, out, err = finish(start(work, command[2:]))
     assert code == 2 and "is FINISHED" in err and len(err.strip().splitlines()) == 1, err[-3000:]
 
 
 def test_a_diverging_run_stops_with_advice_and_exports_nothing(tmp_path):
     code, out, err = finish(start(tmp_path, [*TINY, "optimizer=sgd", "optimizer.learning_rate=1e12",
-                                             "trainer.clipnorm=null"]))
+                                             "trainer.clipnorm=null", "tracking.export=true"]))
     assert code == 1, err[-3000:]
     assert re.search(r"The training loss is (nan|inf|-inf) at step \d+ \(epoch \d\)", err), err[-3000:]
     for advice in ("optimizer.learning_rate", "trainer.precision=float32", "trainer.clipnorm"):
@@ -140,7 +137,7 @@ def test_a_diverging_run_stops_with_advice_and_exports_nothing(tmp_path):
 QA_TINY = ["model=memory_network", "data=story_qa", "data.train_size=320", "data.val_size=25", "data.test_size=50",
            "data.max_sentences=6", "model.embed_dim=8", "trainer.epochs=3", "trainer.batch_size=16",
            "trainer.early_stopping_patience=0", "trainer.checkpoint_every_steps=10", "trainer.verbose=0",
-           "tracking.log_pyfunc=false", "tracking.attention_plots=0", "tracking.predictions=10"]
+           "tracking.export=false", "tracking.attention_plots=0", "tracking.predictions=10"]
 
 
 def test_a_killed_story_qa_run_resumes_into_the_same_run(tmp_path):

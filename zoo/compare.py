@@ -411,8 +411,10 @@ def main(argv=None):
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
     found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log,
-                             sweep=bool(args.sweep),
-                             by_length_metrics=zoo.metrics.by_length_names())
+                             sweep=bool(args.sweep), by_length_metrics=zoo.metrics.by_length_names(),
+                             runs=[("--paired", r, "saved_model") for r in args.paired or ()]
+                             + [("--runs", r, None) for r in args.runs or ()]
+                             + ([("--sweep", args.sweep, None)] if args.sweep else []))
     if found:
         print_errors(found)
         return 2

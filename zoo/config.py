@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -329,6 +329,12 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         check.add(f"model.max_length={check.get('model.max_length')!r} does nothing with model.positions="
                   f"{check.get('model.positions')}: only learned positions have a table of that size. "
                   f"Add model.positions=learned, or drop model.max_length.")
+    if check.get("tracking.register_as") is not None:
+        for key in ("tracking.export", "tracking.log_pyfunc"):
+            if check.get(key) is False:
+                check.add(f"tracking.register_as={check.get('tracking.register_as')} registers the run's pyfunc model, "
+                          f"which {key}=false does not write. Drop {key}=false, or drop tracking.register_as "
+                          f"(default: true).")
     alias = check.get("tracking.alias")
     if isinstance(alias, str) and alias.lower() == "latest":
         check.add("tracking.alias=latest is reserved by MLflow's model registry (models:/<name>/latest is the "
@@ -396,8 +402,8 @@ def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optio
                   f"or set MLFLOW_TRACKING_URI to the store that has it.")
         return None
     if artifact is not None and store.has_artifact(uri, run, artifact) is False:
-        check.add(f"{key}={run_id} has no {artifact}/ artifact (run status {run.get('status')}): only a run of "
-                  f"train.py that finished exporting has one. Pick a FINISHED run.")
+        check.add(f"{key}={run_id} has no {artifact}/ artifact (run status {run.get('status')}): a run of train.py "
+                  f"has one once it has finished, unless it ran with tracking.export=false. Pick a run that has one.")
     return run
 
 
@@ -482,10 +488,11 @@ def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
 
 def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[str], by_length: bool,
                      out: Optional[str], no_log: bool, by_length_metrics: Sequence[str] = (),
-                     sweep: bool = False) -> List[str]:
+                     sweep: bool = False, runs: Sequence[Tuple[str, str, Optional[str]]] = ()) -> List[str]:
     """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start
     (``by_length_metrics``: ``zoo.metrics.by_length_names()``, which the caller reads; with ``sweep``,
-    ``--no-log`` keeps the summary off the parent run)."""
+    ``--no-log`` keeps the summary off the parent run). ``runs``: ``(flag, run id, artifact)`` of the
+    run ids given, each of which must be in the store (and hold ``artifact`` unless it is None)."""
     found = []
     if data is not None and data not in catalog.datasets():
         found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
@@ -501,7 +508,13 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
         for flag, value in (("--out", out), ("--no-log", (no_log and not sweep) or None)):
             if value is not None:
                 found.append(f"{flag}={value} does nothing without --by-length: add --by-length, or drop {flag}.")
-    return found + store_problems("--tracking-uri", tracking_uri)
+    unreachable = store_problems("--tracking-uri", tracking_uri)
+    if runs and not unreachable:
+        check = _Checker(OmegaConf.create({}))
+        for flag, run_id, artifact in runs:
+            run_problems(check, flag, run_id, tracking_uri, artifact=artifact)
+        found += check.found
+    return found + unreachable
 
 
 def bench_problems(cfg: Any) -> List[str]:

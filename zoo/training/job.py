@@ -126,10 +126,11 @@ def _train(cfg, runtime, uri, resume_run, example_pairs, on_epoch=None) -> Dict[
                 if examples_csv:  # cfg.examples: d2l-style printout, examples.csv, example_bleu_<i>
                     log.log_files([examples_csv])
                     log.log_metrics(example_metrics)
-                exported = export(translator, model, task, OmegaConf.to_yaml(redacted(cfg)), workdir)
-                log.log_files([exported["saved_model"], exported["vocab"]])
-                if cfg.tracking.log_pyfunc:
-                    log.log_pyfunc(exported["saved_model"])
+                if cfg.tracking.export:
+                    exported = export(translator, model, task, OmegaConf.to_yaml(redacted(cfg)), workdir)
+                    log.log_files([exported["saved_model"], exported["vocab"]])
+                    if cfg.tracking.log_pyfunc:
+                        log.log_pyfunc(exported["saved_model"])
             train_seconds = state.elapsed_seconds
             log.log_metrics({"train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
                              "epochs_trained": len(state.history), "tracking_seconds": log.tracking_seconds()})

@@ -146,12 +146,13 @@ def train_qa(cfg, runtime, uri: str, resume_run=None, stopped_message=None) -> D
             with tempfile.TemporaryDirectory() as workdir:
                 qa.log_qa_outputs("test", task.examples["test"], metrics, outputs, int(cfg.tracking.attention_plots),
                                   int(cfg.tracking.predictions), workdir, model.has_word_attention)
-                exported = export_reader(reader, model, task, OmegaConf.to_yaml(cfg, resolve=True), workdir)
-                log.log_files([exported["saved_model"], exported["vocab"]])
-                if cfg.tracking.log_pyfunc:
-                    from zoo.export.pyfunc import log_reader_pyfunc
+                if cfg.tracking.export:
+                    exported = export_reader(reader, model, task, OmegaConf.to_yaml(cfg, resolve=True), workdir)
+                    log.log_files([exported["saved_model"], exported["vocab"]])
+                    if cfg.tracking.log_pyfunc:
+                        from zoo.export.pyfunc import log_reader_pyfunc
 
-                    log_reader_pyfunc(exported["saved_model"])
+                        log_reader_pyfunc(exported["saved_model"])
             train_seconds = state.elapsed_seconds
             log.log_metrics({"train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
                              "epochs_trained": len(state.history), "tracking_seconds": log.tracking_seconds()})
