@@ -18,6 +18,9 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
+# MLflow 3's job runner (GenAI scorers) would start eight more Python processes at every start
+SERVER_ENV = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+
 
 def free_port():
     with socket.socket() as s:
@@ -38,7 +41,7 @@ class Server:
                    "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
                    "--artifacts-destination", str(self.root / "artifacts")]
         self.process = subprocess.Popen(command, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, env=SERVER_ENV)
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:

@@ -30,7 +30,9 @@ def mlflow_server(tmp_path):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
          "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        # MLflow 3's job runner (GenAI scorers) starts eight more Python processes the zoo never uses
+        env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
