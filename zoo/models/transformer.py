@@ -332,6 +332,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return x, mask, maps
 
     def _decode_all(self, memory, target_in, training=None):
+        """``(y [B, Tt, D], self maps, cross maps)``: the last decoder layer's output, before ``_logits``."""
         y = self._embed(self.target_embedding, self.target_positions, target_in, training=training)
         cross_mask = ops.expand_dims(memory["memory_mask"], 1)
         self_maps, cross_maps = [], []
@@ -339,7 +340,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             y, self_weights, cross_weights = layer(y, keys, values, cross_mask, training=training)
             self_maps.append(self_weights)
             cross_maps.append(cross_weights)
-        return self._logits(y), self_maps, cross_maps
+        return y, self_maps, cross_maps
 
     # -- the decoder interface ------------------------------------------------------------------
     def encode(self, source, training=None):
@@ -362,7 +363,16 @@ class TransformerSeq2Seq(Seq2SeqModel):
         values = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
         return (ops.zeros((batch,), "int32"),) + (keys, values) * self.num_layers
 
-    def decode_step(self, token, state, memory, training=None):
+    @property
+    def feature_size(self):
+        return self.embed_dim
+
+    def output_logits(self, features):
+        """``y W_o + b`` (after the final LayerNorm with ``norm_first``), position by position."""
+        return self._logits(features)
+
+    def decode_features(self, token, state, memory, training=None):
+        """The last decoder layer's output ``[B, D]`` at one position, before ``output_logits``."""
         step, caches = state[0], state[1:]
         y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
                         start_index=step, training=training)  # [B, 1, D]
@@ -373,15 +383,14 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 y, step, caches[2 * index], caches[2 * index + 1], memory["cross_keys"][index],
                 memory["cross_values"][index], cross_mask, training=training)
             new_caches.extend([keys, values])
-        logits = ops.squeeze(self._logits(y), 1)
-        return logits, (step + 1, *new_caches), attention_row(cross_weights)
+        return ops.squeeze(y, 1), (step + 1, *new_caches), attention_row(cross_weights)
 
-    def teacher_forced(self, source, target_in, training=None):
+    def teacher_forced_features(self, source, target_in, training=None):
         """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
         self.ensure_built()
         memory = self.encode(source, training=training)
-        logits, _, cross_maps = self._decode_all(memory, target_in, training=training)
-        return logits, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
+        features, _, cross_maps = self._decode_all(memory, target_in, training=training)
+        return features, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
 
     def attention_maps(self, inputs):
         """Per-layer, per-head attention weights of teacher-forced decoding, for plots.
