@@ -151,14 +151,22 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
 
 
 def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[str, Dict[str, float]]:
-    """Interleaved timing: every trainee runs its batches once per round, in turn; the median round counts."""
+    """Interleaved timing: in every round each trainee runs each of its batches once, step by step in
+    turn (batch 1 for A, B, ..., then batch 2 ...), so a load that comes and goes on a shared machine
+    slows every model alike within the round; a round's time per trainee is the sum of its steps, and
+    the median round counts."""
     for trainee in trainees:
         trainee.run(trainee.batches[:warmup])
     for _ in range(rounds):
-        for trainee in trainees:
-            start = time.perf_counter()
-            trainee.run()
-            trainee.rounds.append(time.perf_counter() - start)
+        spent = [0.0] * len(trainees)
+        for index in range(max(len(t.batches) for t in trainees)):
+            for k, trainee in enumerate(trainees):
+                if index < len(trainee.batches):
+                    start = time.perf_counter()
+                    trainee.run(trainee.batches[index:index + 1])
+                    spent[k] += time.perf_counter() - start
+        for trainee, seconds in zip(trainees, spent):
+            trainee.rounds.append(seconds)
     out = {}
     for trainee in trainees:
         src, tgt = lengths(trainee.batches)
