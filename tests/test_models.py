@@ -158,9 +158,13 @@ def test_features_projected_position_by_position_are_the_logits(name):
     model = make(name)
     assert model.supports_features
     logits = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
-    features = model((SOURCE, TARGET_IN), return_features=True)
+    all_features, _ = model.teacher_forced_features(SOURCE, TARGET_IN)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(all_features)), logits, atol=1e-6)
+    features = model((SOURCE, TARGET_IN), return_features=True)  # the training step's: padding may be skipped
     assert tuple(features.shape) == (3, 5, model.feature_size)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(features)), logits, atol=1e-6)
+    real = TARGET_IN != 0
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(features)[real],
+                               keras.ops.convert_to_numpy(all_features)[real], atol=1e-5)
     rows = keras.ops.convert_to_numpy(features)[TARGET_OUT != 0]  # [N, F]: real tokens only
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(rows)), logits[TARGET_OUT != 0],
                                atol=1e-5)
@@ -375,6 +379,33 @@ def test_transformer_cached_decoding_equals_full_recompute_at_each_step(options)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(attention), full_attention[:, t], atol=1e-5)
     assert tuple(state[1].shape) == (3, 2, 4, 8)  # keys [B, H, d_k, max_length], the same at every step
     assert tuple(state[2].shape) == (3, 2, 8, 4)  # values [B, H, max_length, d_k]
+
+
+@pytest.mark.parametrize("options", [{"positions": "rotary"}, {"positions": "sinusoidal", "norm_first": True},
+                                     {"positions": "learned", "tie_output": True}])
+def test_transformer_training_features_skip_the_target_padding(options):
+    """The training step's features (``return_features=True``): the decoder's position-wise work runs
+    on the real positions' rows only; the same values there, 0 at padding, and the same gradients."""
+    import tensorflow as tf
+
+    model = make("transformer", num_layers=2, dropout=0.0, **options)
+    real = TARGET_IN != 0
+    grads = []
+    for skip in (False, True):
+        with tf.GradientTape() as tape:
+            if skip:
+                features = model((SOURCE, TARGET_IN), return_features=True)
+            else:
+                features, _ = model.teacher_forced_features(SOURCE, TARGET_IN)
+            total = tf.reduce_sum(tf.boolean_mask(features, real) ** 2)
+        grads.append(tape.gradient(total, model.trainable_variables))
+        if skip:
+            assert np.all(keras.ops.convert_to_numpy(features)[~real] == 0.0)
+    for skipped, full in zip(*grads):
+        assert (skipped is None) == (full is None)  # None: the output projection, after the features
+        if full is not None:
+            np.testing.assert_allclose(tf.convert_to_tensor(skipped).numpy(), tf.convert_to_tensor(full).numpy(),
+                                       rtol=1e-4, atol=1e-5)
 
 
 def test_transformer_attention_maps_have_one_entry_per_layer_and_head():
