@@ -135,3 +135,17 @@ def test_exported_beam_search_equals_the_in_memory_one(tmp_path):
     assert loaded_nbest["text"].shape == (5, 3)
     # The best of the n-best list is the translation.
     np.testing.assert_array_equal(loaded_nbest["text"].numpy()[:, 0], loaded_out["text"].numpy())
+
+
+def test_beam_search_of_a_model_without_attention_carries_none_and_gives_the_same_results():
+    """``seq2seq`` (``has_attention = False``): no attention rows move through the loop; the n-best
+    lists, scores and the (all-zero) attention are those of the search that carries them."""
+    model = make("seq2seq")
+    lean = beam_search(model, SOURCE, 6, beam_size=4)
+    model.has_attention = True  # as if it had attention: the rows (zeros) are carried
+    carried = beam_search(model, SOURCE, 6, beam_size=4)
+    del model.has_attention
+    assert sorted(lean) == sorted(carried)
+    for key in carried:
+        np.testing.assert_array_equal(lean[key].numpy(), carried[key].numpy(), err_msg=key)
+    assert lean["attention"].shape == carried["attention"].shape and not np.any(lean["attention"].numpy())

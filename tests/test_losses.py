@@ -35,3 +35,47 @@ def test_token_losses_gradient_is_softmax_minus_onehot():
         total = tf.reduce_sum(token_losses(labels, logits)[0])
     expected = tf.nn.softmax(logits) - tf.one_hot(labels, 5)
     np.testing.assert_allclose(tape.gradient(total, logits).numpy(), expected.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_real_token_losses_give_the_masked_loss_and_gradient_of_every_position(smoothing):
+    """Projecting and scoring only the real tokens' feature rows (the training step) gives the loss
+    of today's formula, sum(nll * mask) / sum(mask) over every position's logits, and the same
+    gradients for the features and the projection."""
+    import tensorflow as tf
+
+    from zoo.training.losses import real_token_losses
+
+    rng = np.random.default_rng(2)
+    features = tf.Variable(rng.normal(size=(3, 4, 5)).astype("float32"))
+    kernel = tf.Variable(rng.normal(size=(5, 7)).astype("float32"))
+    labels = tf.constant([[4, 2, 0, 0], [1, 6, 3, 0], [0, 0, 0, 0]], tf.int32)  # a row of padding only
+
+    def project(x):
+        return tf.matmul(x, kernel) if len(x.shape) == 2 else tf.einsum("btf,fv->btv", x, kernel)
+
+    results = []
+    for gathered in (False, True):
+        with tf.GradientTape() as tape:
+            if gathered:
+                nll, mask = real_token_losses(labels, features, project, smoothing)
+            else:
+                nll, mask = token_losses(labels, project(features), smoothing)
+            loss = tf.reduce_sum(nll * mask / tf.maximum(tf.reduce_sum(mask), 1.0))
+        grads = tape.gradient(loss, [features, kernel])
+        results.append((float(loss), float(tf.reduce_sum(mask)), [tf.convert_to_tensor(g).numpy() for g in grads]))
+    (full, full_tokens, full_grads), (real, real_tokens, real_grads) = results
+    assert real_tokens == full_tokens == 5.0
+    assert real == pytest.approx(full, rel=1e-6)
+    for got, want in zip(real_grads, full_grads):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert np.all(real_grads[0][labels.numpy() == 0] == 0.0)  # padding rows get no gradient
+
+
+def test_real_token_losses_of_a_batch_of_padding_only_are_empty():
+    import tensorflow as tf
+
+    from zoo.training.losses import real_token_losses
+
+    nll, mask = real_token_losses(tf.zeros((2, 3), tf.int32), tf.ones((2, 3, 4)), lambda x: tf.matmul(x, tf.ones((4, 5))))
+    assert tuple(nll.shape) == tuple(mask.shape) == (0,)

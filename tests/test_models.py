@@ -151,6 +151,82 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(name):
         assert np.all(ids[row, n:] == 0) and np.all(attention[row, n:] == 0)
 
 
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_features_projected_position_by_position_are_the_logits(name):
+    """``call(..., return_features=True)`` then ``output_logits``: the logits of ``call``; one
+    step's ``decode_features`` then ``output_logits``: ``decode_step``'s (the training step projects
+    only the real tokens' rows)."""
+    model = make(name)
+    assert model.supports_features
+    logits = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    all_features, _ = model.teacher_forced_features(SOURCE, TARGET_IN)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(all_features)), logits, atol=1e-6)
+    features = model((SOURCE, TARGET_IN), return_features=True)  # the training step's: padding may be skipped
+    assert tuple(features.shape) == (3, 5, model.feature_size)
+    real = TARGET_IN != 0
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(features)[real],
+                               keras.ops.convert_to_numpy(all_features)[real], atol=1e-5)
+    rows = keras.ops.convert_to_numpy(features)[TARGET_OUT != 0]  # [N, F]: real tokens only
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(rows)), logits[TARGET_OUT != 0],
+                               atol=1e-5)
+    memory = model.encode(SOURCE)
+    state = model.initial_state(memory, max_length=5)
+    step_logits, _, step_attention = model.decode_step(TARGET_IN[:, 0], state, memory)
+    step_features, _, feature_attention = model.decode_features(TARGET_IN[:, 0], state, memory)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(step_logits),
+                                  keras.ops.convert_to_numpy(model.output_logits(step_features)))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(step_attention),
+                                  keras.ops.convert_to_numpy(feature_attention))
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong"])
+def test_step_loop_of_features_is_the_same_as_scan_and_bounded(name):
+    """The teacher-forced step loop (``bahdanau``; ``luong`` with input feeding) carries features and
+    projects once after it; ``time_loop="bounded"`` (the XLA step's) gives the same numbers."""
+    model = make(name, **({"input_feeding": True} if name == "luong" else {}))
+    scan_logits, scan_attention = model.teacher_forced(SOURCE, TARGET_IN)
+    memory = model.encode(SOURCE)
+    state = model.initial_state(memory, max_length=5)
+    for t in range(TARGET_IN.shape[1]):
+        logits, state, _ = model.decode_step(TARGET_IN[:, t], state, memory)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(logits),
+                                   keras.ops.convert_to_numpy(scan_logits)[:, t], atol=1e-5)
+    model.time_loop = "bounded"
+    bounded_logits, bounded_attention = model.teacher_forced(SOURCE, TARGET_IN)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(bounded_logits), keras.ops.convert_to_numpy(scan_logits),
+                               atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(bounded_attention),
+                               keras.ops.convert_to_numpy(scan_attention), atol=1e-6)
+
+
+def test_a_model_with_only_decode_step_still_trains_and_decodes_by_its_steps():
+    """The optional feature split: a subclass that writes ``decode_step`` only (as the interface
+    always allowed) gets the step loop over its logits and no ``return_features``."""
+    from zoo.models.seq2seq_model import Seq2SeqModel
+
+    base = make("seq2seq").ensure_built()
+
+    class StepOnly(Seq2SeqModel):
+        target_vocab_size = TGT_VOCAB
+
+        def encode(self, source, training=None):
+            return base.encode(source, training=training)
+
+        def initial_state(self, memory, max_length=None):
+            return base.initial_state(memory, max_length)
+
+        def decode_step(self, token, state, memory, training=None):
+            features, state, attention = base.decode_features(token, state, memory, training=training)
+            return base.output_logits(features), state, attention
+
+    model = StepOnly()
+    assert not model.supports_features and base.supports_features
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN))),
+                               keras.ops.convert_to_numpy(base((SOURCE, TARGET_IN))), atol=1e-5)
+    with pytest.raises(NotImplementedError):
+        model.teacher_forced_features(SOURCE, TARGET_IN)
+
+
 # -- model options ------------------------------------------------------------------------------
 VARIANTS = [
     ("bahdanau", {"cell": "lstm", "num_layers": 2, "dropout": 0.1}),
@@ -262,7 +338,8 @@ def test_luong_parallel_teacher_forcing_equals_the_step_by_step_scan(attention):
     for cell, layers in (("lstm", 1), ("gru", 2)):
         model = make("luong", attention=attention, input_feeding=False, cell=cell, num_layers=layers)
         parallel_logits, parallel_attention = model.teacher_forced(SOURCE, TARGET_IN)
-        scan_logits, scan_attention = Seq2SeqModel.teacher_forced(model, SOURCE, TARGET_IN)
+        scan_features, scan_attention = Seq2SeqModel.teacher_forced_features(model, SOURCE, TARGET_IN)
+        scan_logits = model.output_logits(scan_features)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(parallel_logits),
                                    keras.ops.convert_to_numpy(scan_logits), atol=1e-5)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(parallel_attention),
@@ -303,6 +380,33 @@ def test_transformer_cached_decoding_equals_full_recompute_at_each_step(options)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(attention), full_attention[:, t], atol=1e-5)
     assert tuple(state[1].shape) == (3, 2, 4, 8)  # keys [B, H, d_k, max_length], the same at every step
     assert tuple(state[2].shape) == (3, 2, 8, 4)  # values [B, H, max_length, d_k]
+
+
+@pytest.mark.parametrize("options", [{"positions": "rotary"}, {"positions": "sinusoidal", "norm_first": True},
+                                     {"positions": "learned", "tie_output": True}])
+def test_transformer_training_features_skip_the_target_padding(options):
+    """The training step's features (``return_features=True``): the decoder's position-wise work runs
+    on the real positions' rows only; the same values there, 0 at padding, and the same gradients."""
+    import tensorflow as tf
+
+    model = make("transformer", num_layers=2, dropout=0.0, **options)
+    real = TARGET_IN != 0
+    grads = []
+    for skip in (False, True):
+        with tf.GradientTape() as tape:
+            if skip:
+                features = model((SOURCE, TARGET_IN), return_features=True)
+            else:
+                features, _ = model.teacher_forced_features(SOURCE, TARGET_IN)
+            total = tf.reduce_sum(tf.boolean_mask(features, real) ** 2)
+        grads.append(tape.gradient(total, model.trainable_variables))
+        if skip:
+            assert np.all(keras.ops.convert_to_numpy(features)[~real] == 0.0)
+    for skipped, full in zip(*grads):
+        assert (skipped is None) == (full is None)  # None: the output projection, after the features
+        if full is not None:
+            np.testing.assert_allclose(tf.convert_to_tensor(skipped).numpy(), tf.convert_to_tensor(full).numpy(),
+                                       rtol=1e-4, atol=1e-5)
 
 
 def test_transformer_attention_maps_have_one_entry_per_layer_and_head():

@@ -53,7 +53,7 @@ def matmul_flops(dtype: str, n: int = 1024, repeats: int = 10) -> float:
 
     a = tf.cast(tf.random.normal([n, n]), dtype)
     b = tf.cast(tf.random.normal([n, n]), dtype)
-    f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)), autograph=False)
     f().numpy()
     best = float("inf")
     for _ in range(repeats):
@@ -146,19 +146,27 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
     rows = {int(y.shape[0]) for _, y in batches}
     batch = rows.pop() if jit_compile and len(rows) == 1 else None
     spec = tf.nest.map_structure(lambda s: tf.TensorSpec([batch, None], s.dtype), spec)
-    compiled = tf.function(step, input_signature=[spec, tf.TensorSpec([], tf.float32)])
+    compiled = tf.function(step, input_signature=[spec, tf.TensorSpec([], tf.float32)], autograph=False)
     return Trainee(name, kind, model, optimizer, compiled, batches, forward_flops)
 
 
 def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[str, Dict[str, float]]:
-    """Interleaved timing: every trainee runs its batches once per round, in turn; the median round counts."""
+    """Interleaved timing: in every round each trainee runs each of its batches once, step by step in
+    turn (batch 1 for A, B, ..., then batch 2 ...), so a load that comes and goes on a shared machine
+    slows every model alike within the round; a round's time per trainee is the sum of its steps, and
+    the median round counts."""
     for trainee in trainees:
         trainee.run(trainee.batches[:warmup])
     for _ in range(rounds):
-        for trainee in trainees:
-            start = time.perf_counter()
-            trainee.run()
-            trainee.rounds.append(time.perf_counter() - start)
+        spent = [0.0] * len(trainees)
+        for index in range(max(len(t.batches) for t in trainees)):
+            for k, trainee in enumerate(trainees):
+                if index < len(trainee.batches):
+                    start = time.perf_counter()
+                    trainee.run(trainee.batches[index:index + 1])
+                    spent[k] += time.perf_counter() - start
+        for trainee, seconds in zip(trainees, spent):
+            trainee.rounds.append(seconds)
     out = {}
     for trainee in trainees:
         src, tgt = lengths(trainee.batches)
@@ -236,13 +244,13 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     sources = tf.cast(encode(task, "test")[0].to_tensor()[:batch], tf.int32)
     n = int(sources.shape[0])
     row = {}
-    greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length))
-    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"])
-    sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9))
+    greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length), autograph=False)
+    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"], autograph=False)
+    sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9), autograph=False)
     for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
         row[f"{key}_sent_per_s"] = n / _best(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
-    cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0])
-    full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0])
+    cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
+    full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     small = sources[:recompute_batch]
     row["cached_s"] = _best(lambda: cached(small).numpy())
     row["full_s"] = _best(lambda: full(small).numpy(), repeats=1)
@@ -296,7 +304,7 @@ def input_wait(overrides, steps: int, warmup: int) -> Dict[str, object]:
     model, optimizer = build(cfg, data.task, runtime)
     step, _ = make_train_step(model, optimizer, runtime, cfg.trainer)
     iterator = iter(data.train_batches(1).repeat())
-    compiled = tf.function(step, input_signature=[iterator.element_spec, tf.TensorSpec([], tf.float32)])
+    compiled = tf.function(step, input_signature=[iterator.element_spec, tf.TensorSpec([], tf.float32)], autograph=False)
     stop = tf.constant(0.0)
     wait = compute = 0.0
     for index in range(warmup + steps):

@@ -61,11 +61,15 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
 
     positions = tf.range(max_length)
     alive_seq = tf.zeros([batch, k, max_length], tf.int32)
-    alive_attn = tf.zeros([batch, k, max_length, src_len], tf.float32)
+    # A model without attention (``has_attention = False``: all-zero rows) has nothing to carry: its
+    # n-best attention is zeros, made at the end; the loop moves no [B, K, T, Ts] tensors.
+    track = bool(getattr(model, "has_attention", True)) or float(beta_value) != 0.0
+    width = src_len if track else 0
+    alive_attn = tf.zeros([batch, k, max_length, width], tf.float32)
     alive_cov = tf.zeros([batch, k, src_len], tf.float32)
     alive_logp = tf.tile(tf.concat([[0.0], tf.fill([k - 1], NEG)], 0)[None, :], [batch, 1])
     fin_seq = tf.zeros([batch, k, max_length], tf.int32)
-    fin_attn = tf.zeros([batch, k, max_length, src_len], tf.float32)
+    fin_attn = tf.zeros([batch, k, max_length, width], tf.float32)
     fin_score = tf.fill([batch, k], NEG)
     fin_logp = tf.fill([batch, k], NEG)
     fin_len = tf.zeros([batch, k], tf.int32)
@@ -95,22 +99,25 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
         logits, new_state, attention = model.decode_step(token, state, memory, training=False)
         vocab = tf.shape(logits)[-1]
         logp = tf.reshape(tf.nn.log_softmax(tf.cast(logits, tf.float32)), [batch, k, vocab])
-        attention = tf.reshape(tf.cast(attention, tf.float32), [batch, k, src_len])
+        attention = tf.reshape(tf.cast(attention, tf.float32), [batch, k, src_len])[:, :, :width]
         total = tf.reshape(alive_logp[:, :, None] + logp, [batch, k * vocab])
         cand_logp, cand_index = tf.math.top_k(total, k=2 * k)  # [B, 2K]
         parent = cand_index // vocab
         cand_token = tf.cast(cand_index % vocab, tf.int32)
         at_step = tf.equal(positions, step)[None, None, :]
         cand_seq = tf.where(at_step, cand_token[:, :, None], _gather_beams(alive_seq, parent))
-        cand_attn_step = _gather_beams(attention, parent)
-        cand_attn = tf.where(at_step[..., None], cand_attn_step[:, :, None, :], _gather_beams(alive_attn, parent))
+        if track:
+            cand_attn_step = _gather_beams(attention, parent)
+            cand_attn = tf.where(at_step[..., None], cand_attn_step[:, :, None, :], _gather_beams(alive_attn, parent))
+        else:
+            cand_attn = tf.zeros([batch, 2 * k, max_length, 0], tf.float32)
         cand_cov = _gather_beams(alive_cov, parent) + cand_attn_step if use_coverage else alive_cov
         is_eos = tf.equal(cand_token, eos_id)
 
         # Live hypotheses: the best K candidates that did not end.
         live_logp, live_index = tf.math.top_k(tf.where(is_eos, NEG, cand_logp), k=k)
         new_alive_seq = _gather_beams(cand_seq, live_index)
-        new_alive_attn = _gather_beams(cand_attn, live_index)
+        new_alive_attn = _gather_beams(cand_attn, live_index) if track else alive_attn
         new_alive_cov = _gather_beams(cand_cov, live_index) if use_coverage else alive_cov
         flat_parent = tf.reshape(_gather_beams(parent, live_index) + tf.range(batch)[:, None] * k, [-1])
         new_state = tf.nest.map_structure(lambda s: tf.gather(s, flat_parent), new_state)
@@ -130,7 +137,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
             new_fin_score, fin_index = tf.math.top_k(all_score, k=k)
             return (new_fin_score,
                     _gather_beams(tf.concat([fin_seq, cand_seq], 1), fin_index),
-                    _gather_beams(tf.concat([fin_attn, cand_attn], 1), fin_index),
+                    _gather_beams(tf.concat([fin_attn, cand_attn], 1), fin_index) if track else fin_attn,
                     _gather_beams(tf.concat([fin_logp, tf.where(finishing, cand_logp, NEG)], 1), fin_index),
                     _gather_beams(tf.concat([fin_len, tf.fill([batch, 2 * k], length)], 1), fin_index))
 
@@ -152,7 +159,10 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     all_score = tf.concat([fin_score, alive_score], 1)
     scores, index = tf.math.top_k(all_score, k=k)
     nbest_ids = _gather_beams(tf.concat([fin_seq, alive_seq], 1), index)[:, :, :steps]
-    nbest_attn = _gather_beams(tf.concat([fin_attn, alive_attn], 1), index)[:, :, :steps]
+    if track:
+        nbest_attn = _gather_beams(tf.concat([fin_attn, alive_attn], 1), index)[:, :, :steps]
+    else:
+        nbest_attn = tf.zeros([batch, k, steps, src_len], tf.float32)
     nbest_len = _gather_beams(tf.concat([fin_len, tf.fill([batch, k], steps)], 1), index)
     nbest_logp = _gather_beams(tf.concat([fin_logp, alive_logp], 1), index)
     return {

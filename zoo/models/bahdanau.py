@@ -140,7 +140,12 @@ class BahdanauSeq2Seq(Seq2SeqModel):
             state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
         return state
 
-    def decode_step(self, token, state, memory, training=None):
+    @property
+    def feature_size(self):
+        return self.hidden_size
+
+    def decode_features(self, token, state, memory, training=None):
+        """``s_i`` (``t_i`` with ``deep_output``) after dropout, before ``W_o``."""
         states = state[:self.num_layers * self.per_layer]
         previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
         query = ops.expand_dims(previous, 1)  # [B, 1, H]
@@ -155,10 +160,12 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         if self.deep_output:
             pre = self.readout(ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1))
             output = ops.max(ops.reshape(pre, (-1, self.hidden_size, 2)), axis=-1)  # maxout over pairs
-        logits = self.output_projection(self.output_dropout(output, training=training))
         if self.positional_attention:
             new_states += (state[-1] + 1,)
-        return logits, new_states, common.attention_row(weights)
+        return self.output_dropout(output, training=training), new_states, common.attention_row(weights)
+
+    def output_logits(self, features):
+        return self.output_projection(features)  # W_o
 
     def get_config(self):
         config = super().get_config()

@@ -32,7 +32,7 @@ class LuongSeq2Seq(Seq2SeqModel):
     With ``input_feeding`` (sec. 3.3) the attentional vector ``h~_{t-1}`` is concatenated with
     the embedding of ``y_{t-1}`` as the decoder input, so teacher forcing steps through time
     (``keras.ops.scan``). Without it the decoder RNN does not depend on attention, and
-    ``teacher_forced`` runs the RNN over the whole target once and the attention over all
+    teacher forcing runs the RNN over the whole target once and the attention over all
     steps at once (query ``[B, Tt, H]``): the same numbers, parallel in time.
 
     Encoder: ``num_layers`` GRU/LSTM layers; bidirectional ones have ``hidden_size // 2``
@@ -124,7 +124,12 @@ class LuongSeq2Seq(Seq2SeqModel):
             state += (ops.zeros_like(memory["initial_states"][0]),)
         return state
 
-    def decode_step(self, token, state, memory, training=None):
+    @property
+    def feature_size(self):
+        return self.hidden_size
+
+    def decode_features(self, token, state, memory, training=None):
+        """``h~_t`` (after dropout), before ``W_s``."""
         step, rnn_states = state[0], state[1:1 + self.num_layers * self.per_layer]
         inputs = self.embedding_dropout(self.target_embedding(token), training=training)
         if self.input_feeding:
@@ -138,14 +143,16 @@ class LuongSeq2Seq(Seq2SeqModel):
                                                  mask=mask, return_attention_scores=True, training=training,
                                                  **position)
         attentional = self.attentional(ops.concatenate([ops.squeeze(context, 1), output], axis=-1))  # h~_t
-        logits = self.output_projection(self.output_dropout(attentional, training=training))
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
-        return logits, new_state, common.attention_row(weights)
+        return self.output_dropout(attentional, training=training), new_state, common.attention_row(weights)
 
-    def teacher_forced(self, source, target_in, training=None):
+    def output_logits(self, features):
+        return self.output_projection(features)  # W_s
+
+    def teacher_forced_features(self, source, target_in, training=None):
         """Parallel in time without input feeding; the step loop of ``Seq2SeqModel`` with it."""
         if self.input_feeding:
-            return super().teacher_forced(source, target_in, training=training)
+            return super().teacher_forced_features(source, target_in, training=training)
         self.ensure_built()
         memory = self.encode(source, training=training)
         inputs = self.embedding_dropout(self.target_embedding(target_in), training=training)
@@ -155,8 +162,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         context, weights = self.attention(outputs, memory["memory"], value_mask=memory["memory_mask"],
                                           return_attention_scores=True, training=training)
         attentional = self.attentional(ops.concatenate([context, outputs], axis=-1))
-        logits = self.output_projection(self.output_dropout(attentional, training=training))
-        return logits, ops.cast(common.head_mean(weights), "float32")
+        return self.output_dropout(attentional, training=training), ops.cast(common.head_mean(weights), "float32")
 
     def get_config(self):
         config = super().get_config()

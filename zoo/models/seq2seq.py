@@ -26,7 +26,7 @@ class PlainSeq2Seq(Seq2SeqModel):
 
     There is no attention: ``decode_step`` returns an all-zero attention row ``[B, Ts]`` and
     ``attention_weights`` all-zero ``[B, Tt, Ts]`` (the interface asks for one; a plot of it
-    is blank, and the class attribute ``has_attention = False`` says so). Since the decoder input does not depend on its own outputs, ``teacher_forced``
+    is blank, and the class attribute ``has_attention = False`` says so). Since the decoder input does not depend on its own outputs, teacher forcing
     runs the decoder RNN over the whole target at once.
 
     ``reverse_source`` reverses each source sentence (within its length, padding stays at the
@@ -97,16 +97,23 @@ class PlainSeq2Seq(Seq2SeqModel):
         """The encoder's final state(s), ``h (, c)`` per layer."""
         return tuple(memory["initial_states"])
 
-    def decode_step(self, token, state, memory, training=None):
+    @property
+    def feature_size(self):
+        return self.hidden_size
+
+    def decode_features(self, token, state, memory, training=None):
+        """The decoder output ``s_t`` (after dropout), before ``W_o``."""
         embedded = self.embedding_dropout(self.target_embedding(token), training=training)
         inputs = ops.concatenate([embedded, memory["context"]], axis=-1)
         cells = [layer.cell for layer in self.decoder_layers]
         output, new_state = rnn.step_cells(cells, inputs, state, self.per_layer, self.layer_dropout,
                                            training=training)
-        logits = self.output_projection(self.output_dropout(output, training=training))
-        return logits, new_state, self._no_attention(memory)
+        return self.output_dropout(output, training=training), new_state, self._no_attention(memory)
 
-    def teacher_forced(self, source, target_in, training=None):
+    def output_logits(self, features):
+        return self.output_projection(features)
+
+    def teacher_forced_features(self, source, target_in, training=None):
         """All target steps at once (the decoder input does not depend on its outputs)."""
         self.ensure_built()
         memory = self.encode(source, training=training)
@@ -116,9 +123,8 @@ class PlainSeq2Seq(Seq2SeqModel):
         outputs = rnn.run_decoder(self.decoder_layers, ops.concatenate([embedded, context], axis=-1),
                                   memory["initial_states"], self.per_layer, self.layer_dropout,
                                   training=training)
-        logits = self.output_projection(self.output_dropout(outputs, training=training))
         attention = ops.zeros((ops.shape(target_in)[0], ops.shape(target_in)[1], ops.shape(source)[1]), "float32")
-        return logits, attention
+        return self.output_dropout(outputs, training=training), attention
 
     def _no_attention(self, memory):
         return ops.zeros_like(ops.cast(memory["memory_mask"], "float32"))  # [B, Ts]

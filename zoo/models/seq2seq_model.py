@@ -23,10 +23,23 @@ class Seq2SeqModel(keras.Model):
     - ``decode_step(token, state, memory, training)`` -> ``(logits [B, V], state,
       attention [B, Ts])`` for one target step.
 
-    ``call((source, target_in))`` returns logits ``[B, Tt, V]`` for teacher forcing; the
-    default runs ``decode_step`` over time with ``keras.ops.scan``, so training and decoding
-    share one step function. ``attention_weights((source, target_in))`` returns the
-    cross-attention ``[B, Tt, Ts]`` of teacher-forced decoding, for plots.
+    Optionally, a model splits the step into its features and the output projection, so that
+    training projects onto the vocabulary once after the time loop, and only at real target
+    tokens: ``decode_features(token, state, memory, training)`` -> ``(features [B, F], state,
+    attention [B, Ts])``, ``output_logits(features [..., F])`` -> ``logits [..., V]`` (the same
+    function at every position: no state, no mixing across positions) and ``feature_size``
+    (``F``). Then ``decode_step`` is the two together (it need not be written), and
+    ``teacher_forced_features(source, target_in, training)`` -> ``(features [B, Tt, F],
+    attention)`` gives what ``output_logits`` turns into the teacher-forced logits.
+    ``supports_features`` says whether a model does.
+
+    ``call((source, target_in))`` returns logits ``[B, Tt, V]`` for teacher forcing, and
+    ``call(..., return_features=True)`` the features ``[B, Tt, F]`` (models with features; the
+    training step gathers the real tokens' rows before ``output_logits`` and the loss). The
+    default teacher forcing runs ``decode_features`` (else ``decode_step``) over time with
+    ``keras.ops.scan``, so training and decoding share one step function.
+    ``attention_weights((source, target_in))`` returns the cross-attention ``[B, Tt, Ts]`` of
+    teacher-forced decoding, for plots.
 
     ``time_loop`` picks that loop: ``"scan"`` (the default) or ``"bounded"``, a
     ``keras.ops.while_loop`` whose ``maximum_iterations`` is the target length, with the step
@@ -61,49 +74,85 @@ class Seq2SeqModel(keras.Model):
         raise NotImplementedError
 
     def decode_step(self, token, state, memory, training=None):
+        """``(logits [B, V], state, attention [B, Ts])``; by default ``output_logits`` of ``decode_features``."""
+        if not self.supports_features:
+            raise NotImplementedError
+        features, state, attention = self.decode_features(token, state, memory, training=training)
+        return self.output_logits(features), state, attention
+
+    def decode_features(self, token, state, memory, training=None):
+        """Optional: ``(features [B, F], state, attention [B, Ts])``, one step before the output projection."""
         raise NotImplementedError
+
+    def output_logits(self, features):
+        """Optional (with ``decode_features``): ``logits [..., V]`` of ``features [..., F]``, position by position."""
+        raise NotImplementedError
+
+    @property
+    def supports_features(self):
+        """True if the model splits its step into ``decode_features`` and ``output_logits``."""
+        return type(self).decode_features is not Seq2SeqModel.decode_features
 
     def teacher_forced(self, source, target_in, training=None):
         """``(logits [B, Tt, V], attention [B, Tt, Ts])`` with the true previous tokens as inputs."""
+        if self.supports_features:
+            features, attention = self.teacher_forced_features(source, target_in, training=training)
+            return self.output_logits(features), attention
+        return self._step_loop(self.decode_step, self.target_vocab_size, "float32", source, target_in, training)
+
+    def teacher_forced_features(self, source, target_in, training=None):
+        """``(features [B, Tt, F], attention [B, Tt, Ts])``: ``decode_features`` over time (models with features)."""
+        if not self.supports_features:
+            raise NotImplementedError(f"{type(self).__name__} has no decode_features")
+        return self._step_loop(self.decode_features, self.feature_size, self.compute_dtype, source, target_in,
+                               training)
+
+    def _step_loop(self, step_fn, width, dtype, source, target_in, training):
+        """``step_fn`` (``decode_step`` or ``decode_features``) over the target steps: its first
+        outputs ``[B, Tt, width]`` in ``dtype`` and the attention ``[B, Tt, Ts]``."""
         self.ensure_built()
         memory = self.encode(source, training=training)
         state = self.initial_state(memory, max_length=ops.shape(target_in)[1])
         tokens = ops.transpose(target_in)  # time-major [Tt, B]
         batch = ops.shape(source)[0]
         if self.time_loop == "bounded":
-            return self._bounded_teacher_forced(tokens, state, memory, batch, ops.shape(source)[1], training)
+            return self._bounded_loop(step_fn, width, dtype, tokens, state, memory, batch, ops.shape(source)[1],
+                                      training)
         # keras.ops.scan on TensorFlow stacks outputs shaped like the carry, so the carry holds
         # the step outputs too and every step's carry is stacked.
-        init = (state, ops.zeros((batch, self.target_vocab_size)),
-                ops.zeros((batch, ops.shape(source)[1])))
+        init = (state, ops.zeros((batch, width), dtype), ops.zeros((batch, ops.shape(source)[1])))
 
         def step(carry, token):
-            logits, new_state, attention = self.decode_step(token, carry[0], memory, training=training)
-            new_carry = (new_state, ops.cast(logits, "float32"), ops.cast(attention, "float32"))
+            output, new_state, attention = step_fn(token, carry[0], memory, training=training)
+            new_carry = (new_state, ops.cast(output, dtype), ops.cast(attention, "float32"))
             return new_carry, new_carry
 
-        _, (_, logits, attention) = ops.scan(step, init, tokens)
-        return ops.transpose(logits, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
+        _, (_, outputs, attention) = ops.scan(step, init, tokens)
+        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
 
-    def _bounded_teacher_forced(self, tokens, state, memory, batch, source_length, training):
-        """``teacher_forced`` as a while loop of at most ``Tt`` steps (XLA can differentiate it)."""
+    def _bounded_loop(self, step_fn, width, dtype, tokens, state, memory, batch, source_length, training):
+        """``_step_loop`` as a while loop of at most ``Tt`` steps (XLA can differentiate it)."""
         length = ops.shape(tokens)[0]
 
-        def body(t, state, logits, attention):
-            step_logits, state, step_attention = self.decode_step(ops.take(tokens, t, axis=0), state, memory,
-                                                                  training=training)
+        def body(t, state, outputs, attention):
+            step_output, state, step_attention = step_fn(ops.take(tokens, t, axis=0), state, memory,
+                                                         training=training)
             row = ops.reshape(t, (1, 1))  # scatter index: step t of the time-major outputs
-            logits = ops.scatter_update(logits, row, ops.expand_dims(ops.cast(step_logits, "float32"), 0))
+            outputs = ops.scatter_update(outputs, row, ops.expand_dims(ops.cast(step_output, dtype), 0))
             attention = ops.scatter_update(attention, row, ops.expand_dims(ops.cast(step_attention, "float32"), 0))
-            return t + 1, state, logits, attention
+            return t + 1, state, outputs, attention
 
-        init = (ops.convert_to_tensor(0, "int32"), state, ops.zeros((length, batch, self.target_vocab_size)),
+        init = (ops.convert_to_tensor(0, "int32"), state, ops.zeros((length, batch, width), dtype),
                 ops.zeros((length, batch, source_length)))
-        _, _, logits, attention = ops.while_loop(lambda t, *_: t < length, body, init, maximum_iterations=length)
-        return ops.transpose(logits, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
+        _, _, outputs, attention = ops.while_loop(lambda t, *_: t < length, body, init, maximum_iterations=length)
+        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, return_features=False):
+        """Teacher-forced logits ``[B, Tt, V]``, or with ``return_features`` the features ``[B, Tt, F]``."""
         source, target_in = inputs
+        if return_features:
+            features, _ = self.teacher_forced_features(source, target_in, training=training)
+            return features
         logits, _ = self.teacher_forced(source, target_in, training=training)
         return logits
 

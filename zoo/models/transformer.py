@@ -131,6 +131,27 @@ class _DecoderLayer(_Block):
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
         return self.feed_forward(x, training), self_weights, cross_weights
 
+    def call_rows(self, rows, grid, cross_keys, cross_values, cross_mask, training=None):
+        """``call`` at the real target positions only: ``rows [1, N, D]`` are the positions of ``grid``
+        (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
+        runs on the rows, attention on the ``[B, Tt]`` grid with zeros at padding (causal: no real
+        position sees one). The real positions' values are ``call``'s."""
+        def attend_self(h):
+            queries, keys, values = self.project_self(grid.to_grid(h))
+            mask = ops.expand_dims(causal_mask(grid.length, grid.length), 0)  # [1, Tt, Tt]
+            output, weights = self.self_attention.attend_heads(queries, keys, values, mask, training=training)
+            return grid.to_rows(output), weights
+
+        def attend_cross(h):
+            queries = grid.to_grid(self.cross_attention.query_dense(h))  # [B, Tt, H, d_k]
+            output, weights = self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
+                                                                training=training, heads_first=True)
+            return grid.to_rows(output), weights
+
+        rows, _ = self.residual(rows, self.self_attention_norm, attend_self, training)
+        rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
+        return self.feed_forward(rows, training)
+
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
         """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys ``[B, H, d, L]``, values
         ``[B, H, L, d]``) get its keys/values."""
@@ -146,6 +167,26 @@ class _DecoderLayer(_Block):
         x, _ = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
         return self.feed_forward(x, training), new_caches[0], new_caches[1], cross_weights
+
+
+class _RealRows:
+    """The real (non-padding) positions of a ``[B, T]`` batch of token ids, private to the Transformer:
+    ``to_rows`` gathers them from ``[B, T, ...]`` into ``[1, N, ...]`` (a batch of one, so that every
+    position-wise layer takes it as it is), ``to_grid`` scatters rows back, with zeros at padding."""
+
+    def __init__(self, tokens):
+        shape = ops.shape(tokens)
+        self.batch, self.length = shape[0], shape[1]
+        self.index = ops.nonzero(ops.reshape(ops.not_equal(tokens, PAD_ID), (-1,)))[0]  # [N] flat positions
+
+    def to_rows(self, x):
+        flat = ops.reshape(x, (self.batch * self.length, *x.shape[2:]))
+        return ops.expand_dims(ops.take(flat, self.index, axis=0), 0)
+
+    def to_grid(self, rows):
+        rows = ops.squeeze(rows, 0)
+        grid = ops.scatter(ops.expand_dims(self.index, 1), rows, (self.batch * self.length, *rows.shape[1:]))
+        return ops.reshape(grid, (self.batch, self.length, *rows.shape[1:]))
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -332,6 +373,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return x, mask, maps
 
     def _decode_all(self, memory, target_in, training=None):
+        """``(y [B, Tt, D], self maps, cross maps)``: the last decoder layer's output, before ``_logits``."""
         y = self._embed(self.target_embedding, self.target_positions, target_in, training=training)
         cross_mask = ops.expand_dims(memory["memory_mask"], 1)
         self_maps, cross_maps = [], []
@@ -339,7 +381,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             y, self_weights, cross_weights = layer(y, keys, values, cross_mask, training=training)
             self_maps.append(self_weights)
             cross_maps.append(cross_weights)
-        return self._logits(y), self_maps, cross_maps
+        return y, self_maps, cross_maps
 
     # -- the decoder interface ------------------------------------------------------------------
     def encode(self, source, training=None):
@@ -362,7 +404,16 @@ class TransformerSeq2Seq(Seq2SeqModel):
         values = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
         return (ops.zeros((batch,), "int32"),) + (keys, values) * self.num_layers
 
-    def decode_step(self, token, state, memory, training=None):
+    @property
+    def feature_size(self):
+        return self.embed_dim
+
+    def output_logits(self, features):
+        """``y W_o + b`` (after the final LayerNorm with ``norm_first``), position by position."""
+        return self._logits(features)
+
+    def decode_features(self, token, state, memory, training=None):
+        """The last decoder layer's output ``[B, D]`` at one position, before ``output_logits``."""
         step, caches = state[0], state[1:]
         y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
                         start_index=step, training=training)  # [B, 1, D]
@@ -373,15 +424,30 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 y, step, caches[2 * index], caches[2 * index + 1], memory["cross_keys"][index],
                 memory["cross_values"][index], cross_mask, training=training)
             new_caches.extend([keys, values])
-        logits = ops.squeeze(self._logits(y), 1)
-        return logits, (step + 1, *new_caches), attention_row(cross_weights)
+        return ops.squeeze(y, 1), (step + 1, *new_caches), attention_row(cross_weights)
 
-    def teacher_forced(self, source, target_in, training=None):
+    def teacher_forced_features(self, source, target_in, training=None):
         """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
         self.ensure_built()
         memory = self.encode(source, training=training)
-        logits, _, cross_maps = self._decode_all(memory, target_in, training=training)
-        return logits, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
+        features, _, cross_maps = self._decode_all(memory, target_in, training=training)
+        return features, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
+
+    def call(self, inputs, training=None, return_features=False):
+        """Teacher-forced logits; with ``return_features`` (the training step's) the last decoder
+        layer's output at the real target positions (``target_in != 0``; the data pad ``target_in``
+        and ``target_out`` alike) and 0 at padding: the decoder's position-wise work skips padding."""
+        if not return_features:
+            return super().call(inputs, training=training)
+        source, target_in = inputs
+        self.ensure_built()
+        memory = self.encode(source, training=training)
+        grid = _RealRows(target_in)
+        rows = grid.to_rows(self._embed(self.target_embedding, self.target_positions, target_in, training=training))
+        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
+        for layer, keys, values in zip(self.decoder_layers, memory["cross_keys"], memory["cross_values"]):
+            rows = layer.call_rows(rows, grid, keys, values, cross_mask, training=training)
+        return grid.to_grid(rows)
 
     def attention_maps(self, inputs):
         """Per-layer, per-head attention weights of teacher-forced decoding, for plots.

@@ -70,16 +70,13 @@ def _train_step(model, optimizer, strategy, label_smoothing: float, clipnorm: Op
     import keras
     import tensorflow as tf
 
-    from zoo.training.losses import token_losses
-
     own_clipping = replicas > 1 and bool(clipnorm) and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def replica_step(batch, stop):
         x, y = batch
         ctx = tf.distribute.get_replica_context()
         with tf.GradientTape() as tape:
-            logits = _forward(model, x, jit_compile)
-            nll, mask = token_losses(y, logits, label_smoothing)
+            nll, mask = _token_losses(model, x, y, label_smoothing, jit_compile, training=True)
             tokens = tf.reduce_sum(mask)
             if replicas > 1:
                 tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
@@ -107,6 +104,24 @@ def _train_step(model, optimizer, strategy, label_smoothing: float, clipnorm: Op
                 strategy.reduce(reduce, stop, axis=None), shape)
 
     return step  # compiled by ``fit`` with the input signature of the first epoch's iterator
+
+
+def _token_losses(model, x, y, label_smoothing: float, jit_compile: bool, training: bool):
+    """``(nll, mask)`` of a batch's target tokens, as ``losses.token_losses``: the loss is
+    ``sum(nll * mask) / sum(mask)`` either way.
+
+    A model that splits its output projection off (``Seq2SeqModel.supports_features``) is run to
+    its features ``[B, T, F]``; only the real tokens' rows are projected onto the vocabulary and
+    scored (``losses.real_token_losses``): the padding's share of the largest matmul and of the
+    softmax cross-entropy is not computed. The same loss and gradient. Under XLA (static shapes)
+    and for other models every position's logits are scored, padding masked."""
+    from zoo.training.losses import real_token_losses, token_losses
+
+    if not jit_compile and getattr(model, "supports_features", False):
+        features = model(x, training=training, return_features=True)
+        return real_token_losses(y, features, model.output_logits, label_smoothing)
+    logits = _forward(model, x, jit_compile) if training else model(x, training=False)
+    return token_losses(y, logits, label_smoothing)
 
 
 def _forward(model, x, jit_compile: bool):
@@ -166,12 +181,9 @@ def _eval_step(model, label_smoothing: float):
     """``(loss, rows)`` of one validation batch, as ``fit``'s validation computed it."""
     import tensorflow as tf
 
-    from zoo.training.losses import token_losses
-
     @tf.function(reduce_retracing=True, autograph=False)
     def step(x, y):
-        logits = model(x, training=False)
-        nll, mask = token_losses(y, logits, label_smoothing)
+        nll, mask = _token_losses(model, x, y, label_smoothing, jit_compile=False, training=False)
         loss = tf.reduce_sum(nll * mask / tf.maximum(tf.reduce_sum(mask), 1.0))
         if model.losses:
             loss += tf.add_n(model.losses)

@@ -20,6 +20,21 @@ def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
     return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
 
 
+def real_token_losses(y_true, features, output_logits, label_smoothing=0.0, pad_id=0):
+    """``token_losses`` of the real target tokens only: the rows of ``features [B, T, F]`` where
+    ``y_true [B, T]`` is not padding are gathered (``[N, F]``), projected with ``output_logits``
+    (``[N, F] -> [N, V]``, position by position) and scored. Returns ``(nll [N], mask [N])``, the
+    mask all ones: the same sum and token count as ``token_losses`` on the logits of every
+    position, without projecting or scoring the padding (``[B T, F] x [F, V]`` becomes
+    ``[N, F] x [F, V]``; the gradient of the gathered rows scatters back into ``[B, T, F]``)."""
+    y_true = ops.cast(y_true, "int32")
+    real = ops.reshape(ops.not_equal(y_true, pad_id), (-1,))
+    index = ops.nonzero(real)[0]  # [N]
+    rows = ops.take(ops.reshape(features, (-1, ops.shape(features)[-1])), index, axis=0)
+    labels = ops.take(ops.reshape(y_true, (-1,)), index, axis=0)
+    return token_losses(labels, output_logits(rows), label_smoothing, pad_id)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class MaskedCrossEntropy(keras.losses.Loss):
     """Token cross-entropy from logits, ignoring padding (id 0), with optional label smoothing.
