@@ -384,9 +384,11 @@ def test_transformer_cached_decoding_equals_full_recompute_at_each_step(options)
 
 @pytest.mark.parametrize("options", [{"positions": "rotary"}, {"positions": "sinusoidal", "norm_first": True},
                                      {"positions": "learned", "tie_output": True}])
-def test_transformer_training_features_skip_the_target_padding(options):
-    """The training step's features (``return_features=True``): the decoder's position-wise work runs
-    on the real positions' rows only; the same values there, 0 at padding, and the same gradients."""
+def test_transformer_training_features_skip_the_padding(options):
+    """The training step's features (``return_features=True``): the encoder's and decoder's
+    position-wise work (and the self-attention projections) run on the real positions' rows only
+    (``SOURCE`` and ``TARGET_IN`` both have padding); the same values there, 0 at padding, and the
+    same gradients."""
     import tensorflow as tf
 
     model = make("transformer", num_layers=2, dropout=0.0, **options)

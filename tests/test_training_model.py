@@ -42,3 +42,54 @@ def test_float16_scales_the_loss_and_the_export_copy_is_float32():
     source = np.array([[5, 6, 3]], dtype="int32")
     target = np.array([[2, 4]], dtype="int32")
     assert keras.ops.convert_to_numpy(copy((source, target))).dtype == np.float32
+
+
+def _apply_steps(optimizer, grads_per_step, init):
+    import keras
+    import tensorflow as tf
+
+    variables = [keras.Variable(value) for value in init]
+    optimizer.build(variables)
+    step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)), autograph=False)
+    for grads in grads_per_step:
+        step(grads)
+    return [v.numpy() for v in variables], step
+
+
+def test_fused_adam_and_adamw_give_keras_numbers_in_one_kernel_per_variable():
+    """zoo.training.optimizers: ResourceApplyAdam per variable, Keras' Adam/AdamW numbers (clipping
+    and weight decay included). An embedding's IndexedSlices gradient, whose repeated rows Keras
+    squares one by one (``v`` gets ``a^2 + b^2``, not ``(a + b)^2``), is Adam on the dense gradient."""
+    import keras
+    import tensorflow as tf
+
+    from zoo.training import optimizers
+
+    rng = np.random.default_rng(0)
+    init = [rng.normal(size=(6, 4)).astype("float32"), rng.normal(size=(4,)).astype("float32")]
+
+    def rows(indices):
+        return tf.IndexedSlices(tf.constant(rng.normal(size=(len(indices), 4)).astype("float32")),
+                                tf.constant(indices), tf.constant([6, 4]))
+
+    unique = [[rows([0, 2, 5]), tf.constant(rng.normal(size=(4,)).astype("float32"))] for _ in range(4)]
+    repeated = [[rows([0, 2, 2]), tf.constant(rng.normal(size=(4,)).astype("float32"))] for _ in range(4)]
+    densified = [[tf.convert_to_tensor(g) for g in grads] for grads in repeated]
+    for fused, reference, extra in ((optimizers.Adam, keras.optimizers.Adam, {}),
+                                    (optimizers.AdamW, keras.optimizers.AdamW, {"weight_decay": 0.1})):
+        for got_grads, want_grads in ((unique, unique), (repeated, densified)):
+            optimizer = fused(learning_rate=0.01, clipnorm=1.0, **extra)
+            optimizer.fused_min_size = 0  # these variables are tiny: the fused kernel for all of them
+            got, step = _apply_steps(optimizer, got_grads, init)
+            want, _ = _apply_steps(reference(learning_rate=0.01, clipnorm=1.0, **extra), want_grads, init)
+            for g, w, start in zip(got, want, init):
+                assert not np.allclose(g, start)
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        graph = step.get_concrete_function(repeated[0]).graph
+        assert sum(op.type == "ResourceApplyAdam" for op in graph.get_operations()) == 2
+        # with the default size threshold, variables this small take Keras' update, on the dense gradient
+        got, step = _apply_steps(fused(learning_rate=0.01, clipnorm=1.0, **extra), repeated, init)
+        graph = step.get_concrete_function(repeated[0]).graph
+        assert not any(op.type == "ResourceApplyAdam" for op in graph.get_operations())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

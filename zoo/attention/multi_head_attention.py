@@ -122,11 +122,49 @@ class MultiHeadAttention(BaseAttention):
             key = key * ops.cast(1.0 / math.sqrt(self.head_key_dim), key.dtype)
         return key
 
+    def project(self, x, parts=("query", "key", "value"), before_split=None):
+        """``x [B, T, D]`` through several of the projections at once: ``[Q W^Q, K W^K / sqrt(d_k), V W^V]``
+        for ``parts`` (a subset of ``"query"``, ``"key"``, ``"value"``, in that order), each
+        ``[B, T, H, d]``, the values of the separate projections (and of ``prepare_key``'s scaling).
+
+        Self-attention projects one input three times: one product with the kernels side by side
+        (``[D, H (d_k + d_k + d_v)]``) is one large matmul and one bias add instead of three of each,
+        and one gradient product each way; the keys' ``1 / sqrt(d_k)`` is folded into their kernel
+        and bias (``D H d_k`` multiplications, not ``B T H d_k``). ``before_split`` maps the joined
+        ``[..., F]`` projections first (the Transformer scatters real rows back to a grid once)."""
+        denses = [{"query": self.query_dense, "key": self.key_dense, "value": self.value_dense}[p] for p in parts]
+        dtype = self.compute_dtype
+        kernels, biases, sizes = [], [], []
+        for part, dense in zip(parts, denses):
+            kernel = ops.cast(dense.kernel, dtype)
+            width = kernel.shape[1] * kernel.shape[2]
+            kernel = ops.reshape(kernel, (kernel.shape[0], width))
+            bias = ops.reshape(ops.cast(dense.bias, dtype), (width,)) if self.use_bias else None
+            if part == "key" and self.scoring == "scaled_dot":
+                scale = ops.cast(1.0 / math.sqrt(self.head_key_dim), dtype)
+                kernel, bias = kernel * scale, None if bias is None else bias * scale
+            kernels.append(kernel)
+            biases.append(bias)
+            sizes.append(kernel.shape[1])
+        joined = ops.matmul(x, kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=1))
+        if self.use_bias:
+            joined = joined + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
+        if before_split is not None:
+            joined = before_split(joined)
+        shape = ops.shape(joined)[:-1]
+        pieces = ops.split(joined, [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)], axis=-1) \
+            if len(sizes) > 1 else [joined]
+        return [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads))
+                for piece, size in zip(pieces, sizes)]
+
     def prepare(self, value, key=None, heads_first=False):
         """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
         ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) keys ``[B, H, d_k, Tv]`` and
         values ``[B, H, Tv, d_v]``, the operands of the two products as they are."""
-        keys, values = self.prepare_key(value if key is None else key), self.value_dense(value)
+        if key is None:  # one input: both projections in one product (``project``)
+            keys, values = self.project(value, ("key", "value"))
+        else:
+            keys, values = self.prepare_key(key), self.value_dense(value)
         if heads_first:
             return ops.transpose(keys, (0, 2, 3, 1)), heads_major(values)
         return keys, values
@@ -134,7 +172,7 @@ class MultiHeadAttention(BaseAttention):
     def score(self, query, prepared_key):
         return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
 
-    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False):
+    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, before_output=None):
         """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
         and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
         broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
@@ -143,7 +181,8 @@ class MultiHeadAttention(BaseAttention):
         ``heads_first=True`` takes ``keys [B, H, d_k, Tv]`` and ``values [B, H, Tv, d_v]`` (``prepare``'s
         with ``heads_first``, a decoder's cache): the two products are plain batched matmuls with no
         transposes of them, which a decoder would otherwise pay at every step for its cache and the
-        source's keys and values."""
+        source's keys and values. ``before_output`` maps the heads ``[B, Tq, H, d_v]`` before ``W^O``
+        (the Transformer gathers its real rows there, so ``W^O`` runs on them only)."""
         if heads_first:
             scores = ops.einsum("bhqd,bhdk->bhqk", heads_major(queries), keys)
         else:
@@ -155,6 +194,8 @@ class MultiHeadAttention(BaseAttention):
             heads = heads_major(ops.einsum("bhqk,bhkd->bhqd", dropped, values))  # [B, Tq, H, d_v]
         else:
             heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
+        if before_output is not None:
+            heads = before_output(heads)
         return self.output_dense(heads), weights
 
     @staticmethod

@@ -72,10 +72,10 @@ class _Block(keras.layers.Layer):
         """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2)."""
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
 
-    def project_self(self, h, start_index=0):
-        """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``."""
-        attention = self.self_attention
-        queries, (keys, values) = attention.query_dense(h), attention.prepare(h)
+    def project_self(self, h, start_index=0, before_split=None):
+        """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``,
+        in one product (``MultiHeadAttention.project``; ``before_split`` maps the joined projections)."""
+        queries, keys, values = self.self_attention.project(h, before_split=before_split)
         if self.rope is not None:
             queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
         return queries, keys, values
@@ -91,6 +91,17 @@ class _EncoderLayer(_Block):
 
         x, weights = self.residual(x, self.self_attention_norm, attend, training)
         return self.feed_forward(x, training), weights
+
+    def call_rows(self, rows, grid, attention_mask, training=None):
+        """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [1, N, D]``
+        of ``grid``; attention on the grid, with the padding keys masked as in ``call``."""
+        def attend(h):
+            queries, keys, values = self.project_self(h, before_split=grid.to_grid)
+            return self.self_attention.attend_heads(queries, keys, values, attention_mask, training=training,
+                                                    before_output=grid.to_rows)
+
+        rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
+        return self.feed_forward(rows, training)
 
 
 class _DecoderLayer(_Block):
@@ -136,17 +147,16 @@ class _DecoderLayer(_Block):
         (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
         runs on the rows, attention on the ``[B, Tt]`` grid with zeros at padding (causal: no real
         position sees one). The real positions' values are ``call``'s."""
-        def attend_self(h):
-            queries, keys, values = self.project_self(grid.to_grid(h))
+        def attend_self(h):  # projections on the rows, scattered to the grid once; W^O on the rows
+            queries, keys, values = self.project_self(h, before_split=grid.to_grid)
             mask = ops.expand_dims(causal_mask(grid.length, grid.length), 0)  # [1, Tt, Tt]
-            output, weights = self.self_attention.attend_heads(queries, keys, values, mask, training=training)
-            return grid.to_rows(output), weights
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training,
+                                                    before_output=grid.to_rows)
 
         def attend_cross(h):
             queries = grid.to_grid(self.cross_attention.query_dense(h))  # [B, Tt, H, d_k]
-            output, weights = self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
-                                                                training=training, heads_first=True)
-            return grid.to_rows(output), weights
+            return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
+                                                     training=training, heads_first=True, before_output=grid.to_rows)
 
         rows, _ = self.residual(rows, self.self_attention_norm, attend_self, training)
         rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
@@ -372,6 +382,22 @@ class TransformerSeq2Seq(Seq2SeqModel):
             x = self.encoder_norm(x)
         return x, mask, maps
 
+    def _encode_rows(self, source, training=None):
+        """``encode``'s memory with the position-wise work on the real source positions only: the
+        real positions' values are ``encode``'s, padding positions are 0 (masked by every reader)."""
+        mask = ops.not_equal(source, PAD_ID)
+        grid = _RealRows(source)
+        rows = grid.to_rows(self._embed(self.source_embedding, self.source_positions, source, training=training))
+        attention_mask = ops.expand_dims(mask, 1)  # [B, 1, Ts]: keys only
+        for layer in self.encoder_layers:
+            rows = layer.call_rows(rows, grid, attention_mask, training=training)
+        if self.norm_first:
+            rows = self.encoder_norm(rows)
+        memory = grid.to_grid(rows)
+        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
+        return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
+                "cross_values": tuple(v for _, v in cross)}
+
     def _decode_all(self, memory, target_in, training=None):
         """``(y [B, Tt, D], self maps, cross maps)``: the last decoder layer's output, before ``_logits``."""
         y = self._embed(self.target_embedding, self.target_positions, target_in, training=training)
@@ -441,7 +467,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             return super().call(inputs, training=training)
         source, target_in = inputs
         self.ensure_built()
-        memory = self.encode(source, training=training)
+        memory = self._encode_rows(source, training=training)
         grid = _RealRows(target_in)
         rows = grid.to_rows(self._embed(self.target_embedding, self.target_positions, target_in, training=training))
         cross_mask = ops.expand_dims(memory["memory_mask"], 1)

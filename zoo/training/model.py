@@ -32,9 +32,11 @@ def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
     by norm; wrapped in a ``LossScaleOptimizer`` when ``loss_scale`` (mixed_float16)."""
     import keras
 
+    from zoo.training import optimizers
     from zoo.training.losses import WarmupSchedule
 
-    classes = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW, "sgd": keras.optimizers.SGD}
+    # Adam and AdamW update each variable in one kernel (zoo/training/optimizers.py)
+    classes = {"adam": optimizers.Adam, "adamw": optimizers.AdamW, "sgd": keras.optimizers.SGD}
     learning_rate = float(optimizer_cfg.learning_rate)
     warmup, decay = int(optimizer_cfg.get("warmup_steps") or 0), optimizer_cfg.get("decay") or "none"
     if warmup or decay != "none":
