@@ -119,8 +119,13 @@ class MultiHeadAttention(BaseAttention):
     def prepare_key(self, key):
         key = self.key_dense(key)  # K W^K: [B, Tv, H, d_k]
         if self.scoring == "scaled_dot":
-            key = key * ops.cast(1.0 / math.sqrt(self.head_key_dim), key.dtype)
+            key = key * ops.cast(self._key_scale, key.dtype)
         return key
+
+    @property
+    def _key_scale(self):
+        """``1 / sqrt(d_k)`` of ``scaled_dot``, applied to the keys once (``prepare_key``, ``project``)."""
+        return 1.0 / math.sqrt(self.head_key_dim)
 
     def project(self, x, parts=("query", "key", "value"), before_split=None):
         """``x [B, T, D]`` through several of the projections at once: ``[Q W^Q, K W^K / sqrt(d_k), V W^V]``
@@ -141,7 +146,7 @@ class MultiHeadAttention(BaseAttention):
             kernel = ops.reshape(kernel, (kernel.shape[0], width))
             bias = ops.reshape(ops.cast(dense.bias, dtype), (width,)) if self.use_bias else None
             if part == "key" and self.scoring == "scaled_dot":
-                scale = ops.cast(1.0 / math.sqrt(self.head_key_dim), dtype)
+                scale = ops.cast(self._key_scale, dtype)
                 kernel, bias = kernel * scale, None if bias is None else bias * scale
             kernels.append(kernel)
             biases.append(bias)

@@ -393,7 +393,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
             rows = layer.call_rows(rows, grid, attention_mask, training=training)
         if self.norm_first:
             rows = self.encoder_norm(rows)
-        memory = grid.to_grid(rows)
+        return self._memory(grid.to_grid(rows), mask)
+
+    def _memory(self, memory, mask):
+        """The decoder's memory: the encoder output, its mask and each decoder layer's cross keys/values."""
         cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
         return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
                 "cross_values": tuple(v for _, v in cross)}
@@ -412,9 +415,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     # -- the decoder interface ------------------------------------------------------------------
     def encode(self, source, training=None):
         memory, mask, _ = self._encode(source, training=training)
-        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
-        return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
-                "cross_values": tuple(v for _, v in cross)}
+        return self._memory(memory, mask)
 
     def initial_state(self, memory, max_length=None):
         """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches: keys
@@ -484,10 +485,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         source, target_in = inputs
         self.ensure_built()
         memory, mask, encoder_maps = self._encode(source, training=False)
-        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
-        memory = {"memory": memory, "memory_mask": mask, "cross_keys": [k for k, _ in cross],
-                  "cross_values": [v for _, v in cross]}
-        _, self_maps, cross_maps = self._decode_all(memory, target_in, training=False)
+        _, self_maps, cross_maps = self._decode_all(self._memory(memory, mask), target_in, training=False)
         return {"encoder": encoder_maps, "self": self_maps, "cross": cross_maps}
 
     def get_config(self):
