@@ -64,7 +64,15 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
         assert row["train_flops_per_step"] > 0 and 0 < row["utilisation"]
     # The transformer and its keras.layers.MultiHeadAttention reference do the same analytic work.
     assert train["transformer"]["train_flops_per_step"] == train["keras_transformer"]["train_flops_per_step"]
-    assert set(results["sizes"]["tiny"]["decode"]) == {"transformer", "seq2seq"}
+    decode = results["sizes"]["tiny"]["decode"]
+    assert set(decode) == {"transformer", "seq2seq"}
+    # beam-4 / greedy is judged at equal length (both searches run fixed_steps, <eos> off), the
+    # as-decoded ratio (where each search stopped) beside it.
+    for name, row in decode.items():
+        assert row["fixed_steps"] > 0 and row["greedy_fixed_ms"] > 0 and row["beam4_fixed_ms"] > 0
+        (beam,) = [t for t in results["targets"] if t["target"].startswith(f"[tiny] {name} beam-4 / greedy")]
+        assert beam["value"] == pytest.approx(row["beam4_fixed_ms"] / row["greedy_fixed_ms"])
+        assert f"as decoded: {row['greedy_sent_per_s'] / row['beam4_sent_per_s']:.2f}x" in beam["figure"]
 
     statuses = {t["target"]: t["status"] for t in results["targets"]}
     assert set(statuses.values()) <= {"PASS", "FAIL", "NOT MEASURED"}

@@ -10,6 +10,7 @@ from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
 
 import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
+from zoo.decoding.beam_search import top_k_rows  # noqa: E402
 from zoo.decoding.greedy import filter_logits  # noqa: E402
 
 
@@ -27,6 +28,47 @@ def test_beam_size_one_is_greedy_exactly(name):
     np.testing.assert_array_equal(beam["lengths"].numpy(), lengths)
     np.testing.assert_allclose(beam["attention"].numpy(), attention, atol=1e-6)
     np.testing.assert_allclose(beam["score"].numpy(), logprob, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [1024, 1500, 2000])
+def test_top_k_rows_through_slice_maxima_is_top_k(width):
+    """Values and indices of tf.math.top_k, ties to the lower index: a width that fills its slices,
+    one that pads the last, rows whose best values share a slice, and rows of many equal values."""
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(6, width)).astype("float32")
+    values[1, 70:78] = 50.0 + np.arange(8)  # the 8 best in one slice
+    values[2] = np.round(values[2])  # many ties
+    values[3, ::97] = 9.0  # equal best values in different slices
+    values[4, -3:] = 20.0  # the best in the (padded) last slice
+    values[5] = 1.0  # all equal
+    for k in (1, 2, 8):
+        top, index = top_k_rows(tf.constant(values), k)
+        expected = tf.math.top_k(values, k=k)
+        np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
+        np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
+
+
+def test_beam_search_over_a_thousand_word_vocabulary_is_greedy_at_size_one_and_no_worse_at_four():
+    """A target vocabulary wide enough for top_k_rows' slice path (>= 1,024 words)."""
+    keras.utils.set_random_seed(0)
+    model = zoo.models.create("luong", source_vocab_size=SRC_VOCAB, target_vocab_size=1500, **TINY["luong"])
+    ids, _, lengths, logprob = [t.numpy() for t in greedy_decode_with_scores(model, SOURCE, 6)]
+    one = beam_search(model, SOURCE, 6, beam_size=1)
+    np.testing.assert_array_equal(one["ids"].numpy(), ids)
+    np.testing.assert_array_equal(one["lengths"].numpy(), lengths)
+    np.testing.assert_allclose(one["score"].numpy(), logprob, atol=1e-5)
+    four = beam_search(model, SOURCE, 6, beam_size=4)
+    assert np.all(four["logprob"].numpy()[:, 0] >= logprob - 1e-5)
+    # Each n-best entry's log-probability is the model's: teacher-forced, its tokens score the same.
+    nbest, lengths4 = four["nbest_ids"].numpy(), four["nbest_lengths"].numpy()
+    for b in range(3):
+        for j in range(4):
+            tokens = nbest[b, j, :lengths4[b, j]]
+            target_in = np.concatenate([[2], tokens[:-1]])[None].astype("int32")
+            logits = model((SOURCE[b:b + 1], target_in), training=False)
+            logp = tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()[0]
+            forced = logp[np.arange(len(tokens)), tokens].sum()
+            assert four["logprob"].numpy()[b, j] == pytest.approx(forced, abs=1e-4)
 
 
 @pytest.fixture(scope="module")

@@ -249,6 +249,15 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9), autograph=False)
     for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
         row[f"{key}_sent_per_s"] = n / _best(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
+    # The same two searches for max_target_length steps each, <eos> off: what a sentence costs at equal
+    # length. The sentences/s above also measure when each search stops, and the bench's briefly trained
+    # models stop early and at different steps (greedy after one step where every first token is <eos>).
+    steps = task.max_target_length
+    greedy_fixed = tf.function(lambda s: greedy_decode(model, s, steps, eos_id=-1)[0], autograph=False)
+    beam_fixed = tf.function(lambda s: beam_search(model, s, steps, beam_size=4, eos_id=-1)["ids"], autograph=False)
+    row["fixed_steps"] = int(steps)
+    row["greedy_fixed_ms"] = 1000.0 * _best(lambda: greedy_fixed(sources).numpy())
+    row["beam4_fixed_ms"] = 1000.0 * _best(lambda: beam_fixed(sources).numpy())
     cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     small = sources[:recompute_batch]

@@ -2,16 +2,20 @@
 
 import tensorflow as tf
 
+from zoo.decoding.beam_search import top_k_rows
 from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
-def _decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
+def _decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, scores=True):
     """Runs ``decode_step`` until every sequence produced ``<eos>`` or ``max_length`` steps.
 
     ``choose(logits [B, V] float32, step) -> tokens [B] int32`` picks the next tokens.
     Returns ``(ids [B, T], attention [B, T, Ts], lengths [B], logprob [B])``: tokens after a
     sequence's ``<eos>`` are ``pad_id`` and their attention rows 0; ``lengths`` count tokens
-    up to and including ``<eos>``; ``logprob`` is the model's log-probability of the tokens.
+    up to and including ``<eos>``; ``logprob`` is the model's log-probability of the tokens
+    (``logit - logsumexp(logits)`` of each chosen one), zeros with ``scores=False``: a
+    while-loop variable is not pruned, so a caller that drops it says so and the loop
+    leaves out its pass over the ``[B, V]`` logits.
     """
     source = tf.cast(source, tf.int32)
     batch = tf.shape(source)[0]
@@ -34,8 +38,9 @@ def _decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID
         logits, new_state, attention = model.decode_step(token, state, memory, training=False)
         logits = tf.cast(logits, tf.float32)
         next_token = choose(logits, step)
-        step_logprob = tf.gather(tf.nn.log_softmax(logits), next_token, batch_dims=1)
-        logprob = logprob + tf.where(finished, 0.0, step_logprob)
+        if scores:
+            step_logprob = tf.gather(logits, next_token, batch_dims=1) - tf.reduce_logsumexp(logits, axis=-1)
+            logprob = logprob + tf.where(finished, 0.0, step_logprob)
         next_token = tf.where(finished, tf.constant(pad_id, tf.int32), next_token)
         attention = tf.where(finished[:, None], tf.zeros_like(attention), tf.cast(attention, tf.float32))
         lengths = lengths + tf.cast(tf.logical_not(finished), tf.int32)
@@ -63,7 +68,7 @@ def greedy_decode(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_i
     """
     ids, attention, lengths, _ = _decode_loop(
         model, source, max_length, lambda logits, step: tf.argmax(logits, axis=-1, output_type=tf.int32),
-        bos_id, eos_id, pad_id)
+        bos_id, eos_id, pad_id, scores=False)
     return ids, attention, lengths
 
 
@@ -78,8 +83,9 @@ def filter_logits(logits, top_k=0, top_p=1.0):
     reaches ``top_p`` (1.0 = all); the rest get -inf."""
     neg_inf = tf.constant(float("-inf"), logits.dtype)
     if top_k and top_k > 0:
-        k = tf.minimum(tf.constant(top_k, tf.int32), tf.shape(logits)[-1])
-        kth = tf.math.top_k(logits, k=k).values[:, -1:]
+        width = logits.shape[-1]
+        k = min(int(top_k), width) if width is not None else tf.minimum(tf.constant(top_k, tf.int32), tf.shape(logits)[-1])
+        kth = top_k_rows(logits, k)[0][:, -1:]
         logits = tf.where(logits < kth, neg_inf, logits)
     if top_p is not None and top_p < 1.0:
         sorted_logits = tf.sort(logits, axis=-1, direction="DESCENDING")
@@ -108,5 +114,5 @@ def sample_decode(model, source, max_length, temperature=1.0, top_k=0, top_p=1.0
         return tf.cast(tf.random.stateless_categorical(filtered, 1, seed=tf.stack([tf.cast(seed, tf.int32), step]),
                                                        dtype=tf.int32)[:, 0], tf.int32)
 
-    ids, attention, lengths, _ = _decode_loop(model, source, max_length, choose, bos_id, eos_id, pad_id)
+    ids, attention, lengths, _ = _decode_loop(model, source, max_length, choose, bos_id, eos_id, pad_id, scores=False)
     return ids, attention, lengths
