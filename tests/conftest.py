@@ -20,10 +20,46 @@ def compose(overrides=(), config_name="train"):
     return compose_train(overrides, config_name)
 
 
+_template = []  # the empty store every ``empty_store`` copies, made once per test process
+
+
+def empty_store(directory) -> str:
+    """The URI of a new, empty MLflow SQLite store at ``<directory>/mlflow.db``.
+
+    MLflow makes a new store by running its schema migrations (1-2 s of CPU each time, and dozens
+    of tests start one); here it makes one store per test process, and each test gets a copy of
+    that file: the same tables and ``Default`` experiment, its artifact location moved to
+    ``<directory>/mlruns/0``, where MLflow puts it for a store made in ``directory``. Tests of
+    store creation itself make theirs with MLflow."""
+    import shutil
+    import sqlite3
+    import tempfile
+
+    if not _template:
+        import atexit
+
+        import mlflow
+
+        folder = tempfile.mkdtemp(prefix="zoo-test-store-")
+        atexit.register(shutil.rmtree, folder, True)
+        template = Path(folder) / "mlflow.db"
+        mlflow.MlflowClient(f"sqlite:///{template}").search_experiments(max_results=1)
+        _template.append(template)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    db = directory / "mlflow.db"
+    shutil.copyfile(_template[0], db)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                           (str(directory.resolve() / "mlruns" / "0"),))
+    connection.close()
+    return f"sqlite:///{db}"
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch):
-    """A fresh SQLite tracking store; returns its URI. The working directory is ``tmp_path``."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    """A new SQLite tracking store (``empty_store``); returns its URI. The working directory is ``tmp_path``."""
+    uri = empty_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
     return uri
@@ -65,15 +101,62 @@ def pytest_xdist_auto_num_workers(config):
     return (os.cpu_count() or 1) + 1
 
 
-def pytest_collection_modifyitems(config, items):
-    """Files that hold ``slow`` tests run first, those with the most first; each file's tests in
-    their written order.
+# Seconds each test file took (setup, call and teardown of its tests, summed) in a full run on the
+# 2-core CI machine; ``python -m pytest --update-durations`` rewrites it after a full run.
+DURATIONS = Path(__file__).with_name("durations.json")
 
-    With ``-n auto --dist loadfile`` (pyproject.toml) every worker takes whole files in this
-    order, so the minute-long end-to-end files start early and the short files fill the end,
-    instead of one long file starting last while the other workers wait."""
-    slow = {}
-    for item in items:
-        if item.get_closest_marker("slow"):
-            slow[item.path] = slow.get(item.path, 0) + 1
-    items.sort(key=lambda item: -slow.get(item.path, 0))  # stable: the written order within a file
+
+def pytest_addoption(parser):
+    parser.addoption("--update-durations", action="store_true",
+                     help="after the run, write each test file's total seconds to tests/durations.json "
+                          "(the order files are handed to the workers in)")
+
+
+def _file_seconds():
+    import json
+
+    try:
+        return {name: float(seconds) for name, seconds in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files longest first, by the seconds ``tests/durations.json`` recorded; each file's tests
+    in their written order.
+
+    With ``-n auto --dist loadfile`` (pyproject.toml) every worker takes whole files in this order
+    (longest processing time first), so the minute-long end-to-end files start early and the short
+    files fill the end, instead of one long file starting last while the other workers wait. A
+    file not recorded yet counts as the longest if it holds ``slow`` tests, else as the shortest."""
+    seconds = _file_seconds()
+    longest = max(seconds.values(), default=0.0) + 1.0
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def expected(item):
+        name = item.path.relative_to(ROOT).as_posix()
+        return seconds.get(name, longest if item.path in slow else 0.0)
+
+    items.sort(key=lambda item: -expected(item))  # stable: the written order within a file
+
+
+_spent = {}
+
+
+def pytest_runtest_logreport(report):
+    # In the controlling process (xdist relays every worker's reports): seconds per test file.
+    name = report.nodeid.split("::")[0]
+    _spent[name] = _spent.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import json
+
+    if not session.config.getoption("--update-durations") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if exitstatus != 0:
+        print("\ntests/durations.json not updated: the run failed")
+        return
+    recorded = {**_file_seconds(), **{name: round(s, 1) for name, s in _spent.items()}}
+    DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
+    print(f"\ntests/durations.json: {len(_spent)} files, {sum(_spent.values()):.0f} s of tests")

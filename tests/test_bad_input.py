@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, empty_store
 
 # Runs an entry point as ``python <script> <args>`` would, with an import hook that makes importing
 # TensorFlow, Keras or MLflow fail: a bad command line must be answered before any of them starts.
@@ -124,7 +124,7 @@ def store(tmp_path_factory):
     import mlflow
 
     root = tmp_path_factory.mktemp("bad_input")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = empty_store(root)
     client = mlflow.MlflowClient(uri)
     experiment = client.create_experiment("attention-zoo", artifact_location=str(root / "artifacts"))
     run = client.create_run(experiment)

@@ -8,6 +8,8 @@ import pytest
 import zoo.bench
 from zoo.bench import flops
 
+from conftest import empty_store
+
 
 def test_transformer_flops_match_a_hand_count():
     # D=4, F=8, one layer per side, V=10; one sentence of 2 source and 3 target tokens.
@@ -48,7 +50,7 @@ def test_an_unknown_size_is_one_line(capsys):
 
 @pytest.mark.slow
 def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     cfg = zoo.bench.compose([
         "sizes=[tiny]", "models=[transformer,seq2seq]", "references=[keras_transformer]", "variants.sizes=[tiny]",
         "variants.models=[seq2seq]", "decode.sizes=[tiny]", "decode.batch=4", "decode.recompute_tokens=6",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose, run_python
+from conftest import ROOT, compose, empty_store, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def trained(tmp_path_factory):
     from zoo.training import train
 
     workdir = tmp_path_factory.mktemp("run")
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    uri = empty_store(workdir)
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", uri)
     mp.chdir(workdir)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose, run_python
+from conftest import ROOT, compose, empty_store, run_python
 
 SHARED_CORPUS = ROOT.parent / "shared" / "data" / "fra-eng.zip"
 
@@ -39,7 +39,7 @@ def test_brief_training_on_fra_eng(tokenizer, tmp_path, monkeypatch):
 
     from zoo.training import train
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
     overrides = ["model=transformer", "data=tatoeba", f"data.path={SHARED_CORPUS}", f"data.tokenizer={tokenizer}",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose, run_python
+from conftest import ROOT, compose, empty_store, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def trained(tmp_path_factory):
     from zoo.training import train
 
     workdir = tmp_path_factory.mktemp("qa_run")
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    uri = empty_store(workdir)
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", uri)
     mp.chdir(workdir)

@@ -9,7 +9,7 @@ import pytest
 from zoo.errors import ConfigError
 from zoo.search import options, space, suggest
 
-from conftest import run_python
+from conftest import empty_store, run_python
 
 
 def test_ranges_in_hydras_sweep_syntax_become_optuna_distributions():
@@ -40,7 +40,7 @@ def test_a_bad_search_command_line_is_one_clear_error(argv, message):
 
 
 def _search(tmp_path, *args):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     result = run_python(["-m", "zoo.search", "model=luong", "debug=smoke",
                          f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false", *args],
                         cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})

@@ -10,7 +10,7 @@ import pytest
 
 from zoo.evaluation import sweep
 
-from conftest import ROOT, run_python
+from conftest import ROOT, empty_store, run_python
 
 
 def test_mean_std_and_95_percent_interval_are_students_t_over_the_seeds():
@@ -51,7 +51,7 @@ def _only_parent(client):
 
 @pytest.mark.slow
 def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_reads_it(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     env = {"MLFLOW_TRACKING_URI": uri}
     result = run_python([str(ROOT / "train.py"), "-m", "model=bahdanau,luong", "debug=smoke"], cwd=tmp_path,
                         env_extra=env)
@@ -100,7 +100,7 @@ def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_r
 
 @pytest.mark.slow
 def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     result = run_python([str(ROOT / "train.py"), "-m", "experiment=nadaraya_watson", "seed=1,2,3",
                          "trainer.verbose=0", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
                         cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})

@@ -12,7 +12,7 @@ import sys
 import mlflow
 import pytest
 
-from conftest import ROOT, run_python
+from conftest import ROOT, empty_store, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def losses(uri):
 def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path):
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = empty_store(tmp_path)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=uri)
     procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides(model, "multi_worker")],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -63,11 +63,11 @@ def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path):
              for i in range(2)]
     # The single-worker reference trains at the same time (three processes, one wait).
     single = tmp_path / "single"
-    single.mkdir()
+    single_uri = empty_store(single)
     reference = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides(model, "default"),
                                   "tracking.export=false"], cwd=single,  # its losses only
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=dict(env, MLFLOW_TRACKING_URI=f"sqlite:///{single / 'mlflow.db'}"))
+                                 env=dict(env, MLFLOW_TRACKING_URI=single_uri))
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
@@ -81,7 +81,7 @@ def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path):
 
     _, reference_err = reference.communicate(timeout=600)
     assert reference.returncode == 0, reference_err[-3000:]
-    single_client, (single_run,) = losses(f"sqlite:///{single / 'mlflow.db'}")
+    single_client, (single_run,) = losses(single_uri)
     for key in ("train_loss", "val_loss"):
         two = [m.value for m in client.get_metric_history(run_id, key)]
         one = [m.value for m in single_client.get_metric_history(single_run.info.run_id, key)]

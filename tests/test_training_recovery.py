@@ -14,7 +14,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, empty_store
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,8 @@ TINY = ["debug=smoke", "data.train_size=960", "data.val_size=32", "data.test_siz
 
 
 def start(workdir: Path, overrides):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=f"sqlite:///{workdir / 'mlflow.db'}")
+    uri = f"sqlite:///{workdir / 'mlflow.db'}" if (workdir / "mlflow.db").exists() else empty_store(workdir)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=uri)
     return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
