@@ -142,10 +142,30 @@ class BahdanauSeq2Seq(Seq2SeqModel):
 
     @property
     def feature_size(self):
-        return self.hidden_size
+        """``H``; with ``deep_output``, ``H + E + C``: ``[s_i; e(y_{i-1}); c_i]``, the readout's input."""
+        if not self.deep_output:
+            return self.hidden_size
+        context_dim = self.attention.compute_output_shape((None, 1, self.hidden_size), (None, None, self.memory_dim))
+        return self.hidden_size + self.embed_dim + context_dim[-1]
 
     def decode_features(self, token, state, memory, training=None):
-        """``s_i`` (``t_i`` with ``deep_output``) after dropout, before ``W_o``."""
+        """``s_i``; with ``deep_output``, ``[s_i; e(y_{i-1}); c_i]``: what ``output_logits`` reads out.
+
+        The readout does not feed back into the recurrence, so it belongs to the output side: in
+        training it runs once after the time loop, on the real target tokens' rows only."""
+        embedded = self.embedding_dropout(self.target_embedding(token), training=training)
+        return self._embedded_features(embedded, state, memory, training=training)
+
+    def teacher_forced_features(self, source, target_in, training=None):
+        """The step loop over the embedded target: every ``e(y_{i-1})`` looked up (and dropped out)
+        at once before the loop, which then runs only what depends on the previous state."""
+        self.ensure_built()
+        embedded = self.embedding_dropout(self.target_embedding(target_in), training=training)  # [B, Tt, E]
+        return self._step_loop(self._embedded_features, self.feature_size, self.compute_dtype, source, embedded,
+                               training)
+
+    def _embedded_features(self, embedded, state, memory, training=None):
+        """``decode_features`` from ``e(y_{i-1})`` (after dropout) instead of ``y_{i-1}``."""
         states = state[:self.num_layers * self.per_layer]
         previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
         query = ops.expand_dims(previous, 1)  # [B, 1, H]
@@ -153,19 +173,22 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         position = {"position_offset": state[-1]} if self.positional_attention else {}
         context, weights = self.attention.attend(query, memory["memory"], memory["keys"], mask=mask,
                                                  return_attention_scores=True, training=training, **position)
-        embedded = self.embedding_dropout(self.target_embedding(token), training=training)
         rnn_input = ops.concatenate([embedded, ops.squeeze(context, 1)], axis=-1)
         output, new_states = rnn.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
                                             self.per_layer, self.output_dropout, training=training)
         if self.deep_output:
-            pre = self.readout(ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1))
-            output = ops.max(ops.reshape(pre, (-1, self.hidden_size, 2)), axis=-1)  # maxout over pairs
+            output = ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1)
         if self.positional_attention:
             new_states += (state[-1] + 1,)
-        return self.output_dropout(output, training=training), new_states, common.attention_row(weights)
+        return output, new_states, common.attention_row(weights)
 
-    def output_logits(self, features):
-        return self.output_projection(features)  # W_o
+    def output_logits(self, features, training=None):
+        """``W_o`` of ``s_i`` (after dropout); with ``deep_output``, of ``t_i = maxout(readout(features))``."""
+        if self.deep_output:
+            pre = self.readout(features)  # U_o s_i + V_o e(y_{i-1}) + C_o c_i
+            pairs = ops.reshape(pre, (-1, self.hidden_size, 2))
+            features = ops.reshape(ops.max(pairs, axis=-1), (*ops.shape(pre)[:-1], self.hidden_size))  # maxout
+        return self.output_projection(self.output_dropout(features, training=training))  # W_o
 
     def get_config(self):
         config = super().get_config()

@@ -146,7 +146,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
         return self.output_dropout(attentional, training=training), new_state, common.attention_row(weights)
 
-    def output_logits(self, features):
+    def output_logits(self, features, training=None):
         return self.output_projection(features)  # W_s
 
     def teacher_forced_features(self, source, target_in, training=None):

@@ -110,7 +110,7 @@ class PlainSeq2Seq(Seq2SeqModel):
                                            training=training)
         return self.output_dropout(output, training=training), new_state, self._no_attention(memory)
 
-    def output_logits(self, features):
+    def output_logits(self, features, training=None):
         return self.output_projection(features)
 
     def teacher_forced_features(self, source, target_in, training=None):

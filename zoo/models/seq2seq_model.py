@@ -26,9 +26,10 @@ class Seq2SeqModel(keras.Model):
     Optionally, a model splits the step into its features and the output projection, so that
     training projects onto the vocabulary once after the time loop, and only at real target
     tokens: ``decode_features(token, state, memory, training)`` -> ``(features [B, F], state,
-    attention [B, Ts])``, ``output_logits(features [..., F])`` -> ``logits [..., V]`` (the same
-    function at every position: no state, no mixing across positions) and ``feature_size``
-    (``F``). Then ``decode_step`` is the two together (it need not be written), and
+    attention [B, Ts])``, ``output_logits(features [..., F], training)`` -> ``logits [..., V]``
+    (the same function at every position: no state, no mixing across positions; whatever of the
+    output side does not feed back into the decoder state belongs here, e.g. ``bahdanau``'s deep
+    output readout and dropout) and ``feature_size`` (``F``). Then ``decode_step`` is the two together (it need not be written), and
     ``teacher_forced_features(source, target_in, training)`` -> ``(features [B, Tt, F],
     attention)`` gives what ``output_logits`` turns into the teacher-forced logits.
     ``supports_features`` says whether a model does.
@@ -78,13 +79,13 @@ class Seq2SeqModel(keras.Model):
         if not self.supports_features:
             raise NotImplementedError
         features, state, attention = self.decode_features(token, state, memory, training=training)
-        return self.output_logits(features), state, attention
+        return self.output_logits(features, training=training), state, attention
 
     def decode_features(self, token, state, memory, training=None):
         """Optional: ``(features [B, F], state, attention [B, Ts])``, one step before the output projection."""
         raise NotImplementedError
 
-    def output_logits(self, features):
+    def output_logits(self, features, training=None):
         """Optional (with ``decode_features``): ``logits [..., V]`` of ``features [..., F]``, position by position."""
         raise NotImplementedError
 
@@ -97,7 +98,7 @@ class Seq2SeqModel(keras.Model):
         """``(logits [B, Tt, V], attention [B, Tt, Ts])`` with the true previous tokens as inputs."""
         if self.supports_features:
             features, attention = self.teacher_forced_features(source, target_in, training=training)
-            return self.output_logits(features), attention
+            return self.output_logits(features, training=training), attention
         return self._step_loop(self.decode_step, self.target_vocab_size, "float32", source, target_in, training)
 
     def teacher_forced_features(self, source, target_in, training=None):
@@ -109,11 +110,13 @@ class Seq2SeqModel(keras.Model):
 
     def _step_loop(self, step_fn, width, dtype, source, target_in, training):
         """``step_fn`` (``decode_step`` or ``decode_features``) over the target steps: its first
-        outputs ``[B, Tt, width]`` in ``dtype`` and the attention ``[B, Tt, Ts]``."""
+        outputs ``[B, Tt, width]`` in ``dtype`` and the attention ``[B, Tt, Ts]``. ``target_in`` is
+        ``[B, Tt]`` (the tokens) or ``[B, Tt, ...]`` (per-step inputs computed before the loop, for a
+        ``step_fn`` that takes them in place of the token)."""
         self.ensure_built()
         memory = self.encode(source, training=training)
         state = self.initial_state(memory, max_length=ops.shape(target_in)[1])
-        tokens = ops.transpose(target_in)  # time-major [Tt, B]
+        tokens = ops.swapaxes(target_in, 0, 1)  # time-major [Tt, B, ...]
         batch = ops.shape(source)[0]
         if self.time_loop == "bounded":
             return self._bounded_loop(step_fn, width, dtype, tokens, state, memory, batch, ops.shape(source)[1],

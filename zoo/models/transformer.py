@@ -435,7 +435,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     def feature_size(self):
         return self.embed_dim
 
-    def output_logits(self, features):
+    def output_logits(self, features, training=None):
         """``y W_o + b`` (after the final LayerNorm with ``norm_first``), position by position."""
         return self._logits(features)
 

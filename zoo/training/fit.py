@@ -119,7 +119,8 @@ def _token_losses(model, x, y, label_smoothing: float, jit_compile: bool, traini
 
     if not jit_compile and getattr(model, "supports_features", False):
         features = model(x, training=training, return_features=True)
-        return real_token_losses(y, features, model.output_logits, label_smoothing)
+        return real_token_losses(y, features, lambda rows: model.output_logits(rows, training=training),
+                                 label_smoothing)
     logits = _forward(model, x, jit_compile) if training else model(x, training=False)
     return token_losses(y, logits, label_smoothing)
 
