@@ -297,6 +297,24 @@ def test_bahdanau_deep_output_is_a_maxout_of_state_previous_word_and_context():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_bahdanau_reads_out_after_the_time_loop():
+    """With the deep output the step's features are ``[s_i; e(y_{i-1}); c_i]`` and ``output_logits``
+    applies the readout, the maxout, the output dropout and ``W_o``: teacher forcing runs the readout
+    once after the loop (the training step, on the real rows only)."""
+    hidden, embed = TINY["bahdanau"]["hidden_size"], TINY["bahdanau"]["embed_dim"]
+    model = make("bahdanau", deep_output=True, dropout=0.5).ensure_built()
+    features = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN), return_features=True))
+    assert features.shape == (3, 5, model.feature_size) and model.feature_size == hidden + embed + model.memory_dim
+    np.testing.assert_allclose(features[..., hidden:hidden + embed],
+                               keras.ops.convert_to_numpy(model.target_embedding(TARGET_IN)), rtol=1e-6)
+    logits = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_logits(features)), logits, rtol=1e-5,
+                               atol=1e-6)
+    dropped = keras.ops.convert_to_numpy(model.output_logits(features, training=True))  # dropout 0.5 on t_i
+    assert dropped.shape == logits.shape and not np.allclose(dropped, logits)
+    assert make("bahdanau", deep_output=False).feature_size == hidden  # d2l's readout: W_o s_i
+
+
 def test_bahdanau_configs_saved_before_deep_output_load_without_it():
     model = make("bahdanau", deep_output=False).ensure_built()
     config = model.get_config()

@@ -29,7 +29,8 @@ class Seq2SeqModel(keras.Model):
     attention [B, Ts])``, ``output_logits(features [..., F], training)`` -> ``logits [..., V]``
     (the same function at every position: no state, no mixing across positions; whatever of the
     output side does not feed back into the decoder state belongs here, e.g. ``bahdanau``'s deep
-    output readout and dropout) and ``feature_size`` (``F``). Then ``decode_step`` is the two together (it need not be written), and
+    output readout and dropout) and ``feature_size`` (``F``). Then ``decode_step`` is the two
+    together (it need not be written), and
     ``teacher_forced_features(source, target_in, training)`` -> ``(features [B, Tt, F],
     attention)`` gives what ``output_logits`` turns into the teacher-forced logits.
     ``supports_features`` says whether a model does.
