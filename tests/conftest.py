@@ -157,6 +157,11 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus != 0:
         print("\ntests/durations.json not updated: the run failed")
         return
+    option = session.config.option
+    if option.file_or_dir or option.keyword or option.markexpr:  # a file's time is the sum of all its tests
+        print("\ntests/durations.json not updated: --update-durations needs the whole suite "
+              "(no paths, -k or -m)")
+        return
     recorded = {**_file_seconds(), **{name: round(s, 1) for name, s in _spent.items()}}
     DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
     print(f"\ntests/durations.json: {len(_spent)} files, {sum(_spent.values()):.0f} s of tests")
