@@ -113,16 +113,24 @@ class BahdanauSeq2Seq(Seq2SeqModel):
             layer.build((None, None, memory_dim))
         for bridge in [self.bridge, *self.extra_bridges]:
             bridge.build((None, memory_dim))
-        query_shape, value_shape = (None, 1, self.hidden_size), (None, None, memory_dim)
-        self.attention.build(query_shape, value_shape)
-        context_dim = self.attention.compute_output_shape(query_shape, value_shape)[-1]
-        self.decoder_cell.build((None, self.embed_dim + context_dim))
+        self.attention.build(*self._attention_shapes)
+        self.decoder_cell.build((None, self.embed_dim + self.context_dim))
         for cell in self.decoder_stack:
             cell.build((None, self.hidden_size))
         self.output_projection.build((None, self.hidden_size))
         if self.deep_output:
-            self.readout.build((None, self.hidden_size + self.embed_dim + context_dim))
+            self.readout.build((None, self.feature_size))
         self.built = True
+
+    @property
+    def _attention_shapes(self):
+        """The attention's query ``[B, 1, H]`` (``s_{i-1}``) and memory ``[B, Ts, memory_dim]`` shapes."""
+        return (None, 1, self.hidden_size), (None, None, self.memory_dim)
+
+    @property
+    def context_dim(self):
+        """``C``, the width of the context ``c_i`` (known without building)."""
+        return self.attention.compute_output_shape(*self._attention_shapes)[-1]
 
     def encode(self, source, training=None):
         mask = rnn.source_mask(source)
@@ -143,10 +151,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     @property
     def feature_size(self):
         """``H``; with ``deep_output``, ``H + E + C``: ``[s_i; e(y_{i-1}); c_i]``, the readout's input."""
-        if not self.deep_output:
-            return self.hidden_size
-        context_dim = self.attention.compute_output_shape((None, 1, self.hidden_size), (None, None, self.memory_dim))
-        return self.hidden_size + self.embed_dim + context_dim[-1]
+        return self.hidden_size + self.embed_dim + self.context_dim if self.deep_output else self.hidden_size
 
     def decode_features(self, token, state, memory, training=None):
         """``s_i``; with ``deep_output``, ``[s_i; e(y_{i-1}); c_i]``: what ``output_logits`` reads out.
