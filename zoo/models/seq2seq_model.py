@@ -131,7 +131,12 @@ class Seq2SeqModel(keras.Model):
             new_carry = (new_state, ops.cast(output, dtype), ops.cast(attention, "float32"))
             return new_carry, new_carry
 
-        _, (_, outputs, attention) = ops.scan(step, init, tokens)
+        # On TensorFlow ``unroll`` is the while loop's ``parallel_iterations`` (Keras' default, 1,
+        # runs one step's ops at a time); 32 as Keras' own RNN loop: a step's ops that do not wait
+        # on the previous step (input reads, output writes, their gradients) overlap with it.
+        # Other backends would unroll the loop: for them, 1.
+        unroll = 32 if keras.backend.backend() == "tensorflow" else 1
+        _, (_, outputs, attention) = ops.scan(step, init, tokens, unroll=unroll)
         return ops.transpose(outputs, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
 
     def _bounded_loop(self, step_fn, width, dtype, tokens, state, memory, batch, source_length, training):

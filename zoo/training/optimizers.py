@@ -36,6 +36,25 @@ def _dense(gradient):
     return gradient
 
 
+def _step_scalars(optimizer, dtype, device, learning_rate):
+    """``ResourceApplyAdam``'s scalars (``beta_1^t``, ``beta_2^t``, ``lr``, ``beta_1``, ``beta_2``,
+    ``epsilon``) in ``dtype`` on ``device``: made once per ``apply`` and shared by every variable,
+    where computing them per variable cost seven small ops each (a third of a small model's update)."""
+    import tensorflow as tf
+
+    key = (dtype, device)
+    found = optimizer._scalars.get(key) if optimizer._scalars is not None else None
+    if found is None:
+        with tf.device(device):
+            step = tf.cast(optimizer.iterations + 1, dtype)
+            beta_1, beta_2 = tf.cast(optimizer.beta_1, dtype), tf.cast(optimizer.beta_2, dtype)
+            found = (tf.pow(beta_1, step), tf.pow(beta_2, step), tf.cast(learning_rate, dtype), beta_1, beta_2,
+                     tf.cast(optimizer.epsilon, dtype))
+        if optimizer._scalars is not None:
+            optimizer._scalars[key] = found
+    return found
+
+
 def _fused_adam_step(optimizer, gradient, variable, learning_rate) -> bool:
     """``ResourceApplyAdam`` on ``variable`` and its slots; False (nothing done) where it does not apply."""
     if (keras.backend.backend() != "tensorflow" or optimizer.amsgrad
@@ -49,13 +68,12 @@ def _fused_adam_step(optimizer, gradient, variable, learning_rate) -> bool:
     if m.dtype != dtype or v.dtype != dtype:
         return False
     gradient = _dense(gradient)
-    step = tf.cast(optimizer.iterations + 1, dtype)
-    beta_1, beta_2 = tf.cast(optimizer.beta_1, dtype), tf.cast(optimizer.beta_2, dtype)
     handle = variable.handle if hasattr(variable, "handle") else variable.value.handle
+    beta1_power, beta2_power, lr, beta_1, beta_2, epsilon = _step_scalars(optimizer, dtype, handle.device,
+                                                                          learning_rate)
     tf.raw_ops.ResourceApplyAdam(
-        var=handle, m=m.value.handle, v=v.value.handle, beta1_power=tf.pow(beta_1, step),
-        beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-        epsilon=tf.cast(optimizer.epsilon, dtype), grad=tf.cast(gradient, dtype), use_locking=False)
+        var=handle, m=m.value.handle, v=v.value.handle, beta1_power=beta1_power, beta2_power=beta2_power,
+        lr=lr, beta1=beta_1, beta2=beta_2, epsilon=epsilon, grad=tf.cast(gradient, dtype), use_locking=False)
     return True
 
 
@@ -70,19 +88,28 @@ class _Fused:
 
     fused_min_size = 16384
 
+    _scalars = None  # during ``apply``: {(dtype, device): ResourceApplyAdam's scalars}, made once
+
+    def apply(self, grads, trainable_variables=None):
+        object.__setattr__(self, "_scalars", {})  # a plain dict: not tracked, never checkpointed
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            object.__setattr__(self, "_scalars", None)
+
     def _clip_by_norm(self, values, axes=None):
         """Keras' ``g clipnorm / max(||g||, clipnorm)`` in two passes over ``g`` (``l2_loss`` keeps no
-        ``g^2`` temporary; one product by the scalar), where Keras makes four (square, sum, two products)."""
+        ``g^2`` temporary; one product by the scalar), where Keras makes four (square, sum, two
+        products). The scale is ``c / sqrt(max(||g||^2, c^2))``: five ops, no ``where``s (Keras' guard
+        against the gradient of ``sqrt`` at 0 has no use here, nothing differentiates the update)."""
         values = _dense(values)
         if keras.backend.backend() != "tensorflow" or axes is not None:
             return super()._clip_by_norm(values, axes)
         import tensorflow as tf
 
-        l2sum = 2.0 * tf.nn.l2_loss(values)
-        positive = l2sum > 0  # the two-tap where, as Keras: no NaN gradient of sqrt at 0
-        norm = tf.where(positive, tf.sqrt(tf.where(positive, l2sum, tf.ones_like(l2sum))), l2sum)
-        clipnorm = tf.cast(self.clipnorm, values.dtype)
-        return values * (clipnorm / tf.maximum(norm, clipnorm))
+        clipnorm = float(self.clipnorm)  # ||g||^2 = 2 l2_loss(g): max(2 l, c^2) = 2 max(l, c^2 / 2)
+        half = tf.maximum(tf.nn.l2_loss(values), tf.constant(clipnorm * clipnorm / 2.0, values.dtype))
+        return values * (tf.constant(clipnorm / math.sqrt(2.0), values.dtype) * tf.math.rsqrt(half))
 
     def update_step(self, gradient, variable, learning_rate):
         if not _fused_adam_step(self, gradient, variable, learning_rate):
