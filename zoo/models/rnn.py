@@ -9,7 +9,9 @@ to the decoder). Every layer gets the model's ``dtype_policy``.
 ``setup_rnn_encoder_decoder`` makes all the layers at once (``luong``, ``seq2seq``); a model
 whose older ``.keras`` files and seeded initial weights depend on another creation order
 (``bahdanau``) calls its steps (``set_rnn_arguments``, ``make_embeddings``, ``make_rnn``,
-``make_cell``) in its own order. Backend-neutral (``keras.ops`` only).
+``make_cell``) in its own order. Backend-neutral (``keras.ops``), except ``run_layer``'s fast path
+on TensorFlow (``_projected_rnn``): whole-sequence GRU/LSTM layers with every step's input product
+in one matmul before the time loop, the same numbers as the Keras layer up to rounding.
 """
 
 import keras
@@ -120,7 +122,106 @@ def source_mask(source):
     return ops.not_equal(source, PAD_ID)
 
 
-def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=None):
+def _plain_cell(layer, training):
+    """True when ``layer`` (a ``GRU``/``LSTM`` layer) runs as ``_projected_rnn`` runs it: default
+    activations, the GRU's reset gate after the product, no dropout in training, not stateful, and
+    no GPU (there Keras' cuDNN kernel is faster than any loop)."""
+    if not isinstance(layer, (keras.layers.GRU, keras.layers.LSTM)) or layer.stateful or layer.unroll:
+        return False
+    cell = layer.cell
+    if isinstance(layer, keras.layers.GRU) and not cell.reset_after:
+        return False
+    if cell.activation is not keras.activations.tanh or cell.recurrent_activation is not keras.activations.sigmoid:
+        return False
+    if training and (cell.dropout or cell.recurrent_dropout):
+        return False
+    return keras.backend.backend() == "tensorflow" and not keras.distribution.list_devices("gpu")
+
+
+def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=False):
+    """``layer``'s numbers over ``inputs [B, T, D]`` (up to rounding), with the input products of
+    every step in one matmul before the time loop.
+
+    Keras' layer multiplies each step's input by the input kernel inside its loop, so the
+    gradient of that kernel is a product per step, summed across steps; here it is one product
+    over all steps. Padding comes after the real tokens (``lengths [B]`` real steps per row): the
+    loop needs no mask, each row's final state is read at its last real step, and ``reverse`` (a
+    bidirectional layer's backward half) reverses each row within its length, runs forwards and
+    reverses the outputs back. Outputs at padded steps are zero. Returns ``[outputs, *states]``.
+    """
+    import tensorflow as tf  # _plain_cell: TensorFlow only
+    from keras.src.backend import rnn as backend_rnn  # Keras' own time loop (a while loop)
+
+    cell = layer.cell
+    units, lstm = cell.units, isinstance(layer, keras.layers.LSTM)
+    dtype = cell.compute_dtype  # the weights as the layer's call sees them (autocast under mixed precision)
+    kernel, recurrent_kernel = ops.cast(cell.kernel, dtype), ops.cast(cell.recurrent_kernel, dtype)
+    inputs = ops.cast(inputs, dtype)
+    if reverse:
+        inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
+    projected = ops.matmul(inputs, kernel)  # [B, T, gates * units]: every step at once
+    recurrent_bias = None
+    if cell.use_bias:
+        bias = ops.cast(cell.bias, dtype)
+        if not lstm:  # GRU, reset after: an input bias and a recurrent bias
+            bias, recurrent_bias = bias[0], bias[1]
+        projected = projected + bias
+    zeros = ops.zeros((ops.shape(inputs)[0], units), dtype)
+    states = [ops.cast(s, dtype) for s in initial_state] if initial_state is not None else (
+        [zeros, zeros] if lstm else [zeros])
+
+    # Gates by ``split``, not slices: a slice's gradient writes into a zero tensor of the whole width
+    # at every step, the split's is one concatenation.
+    def gru_step(x, states):
+        h = states[0]
+        inner = ops.matmul(h, recurrent_kernel)
+        if recurrent_bias is not None:
+            inner = inner + recurrent_bias
+        x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+        inner_z, inner_r, inner_h = ops.split(inner, 3, axis=-1)
+        z, r = ops.sigmoid(x_z + inner_z), ops.sigmoid(x_r + inner_r)
+        h = z * h + (1 - z) * ops.tanh(x_h + r * inner_h)
+        return h, [h]
+
+    def lstm_step(x, states):
+        h, c = states
+        i, f, g, o = ops.split(x + ops.matmul(h, recurrent_kernel), 4, axis=-1)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.sigmoid(o) * ops.tanh(c)
+        return (h, c), [h, c]
+
+    _, sequences, _ = backend_rnn(lstm_step if lstm else gru_step, projected, states)
+    sequences = list(sequences) if lstm else [sequences]  # [B, T, units] per state
+    if lengths is None:
+        return [sequences[0], *(seq[:, -1] for seq in sequences)]
+    last = tf.maximum(lengths - 1, 0)
+    empty = tf.equal(lengths, 0)[:, None]
+    finals = [tf.where(empty, start, tf.gather(seq, last, axis=1, batch_dims=1)) for seq, start in zip(sequences, states)]
+    outputs = sequences[0] * tf.sequence_mask(lengths, tf.shape(inputs)[1], dtype)[:, :, None]
+    return [tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0) if reverse else outputs, *finals]
+
+
+def run_layer(layer, inputs, mask=None, initial_state=None, training=None, fast=True):
+    """``layer(inputs, mask=mask, initial_state=initial_state, training=training)`` for a
+    ``GRU``/``LSTM`` layer or a ``Bidirectional`` one: ``[outputs, *states]``. With ``fast`` and
+    plain cells, by ``_projected_rnn`` (``mask`` must then be True on a prefix of each row: right
+    padding); otherwise by the layer. Outputs at masked steps are zero either way in a
+    bidirectional layer; a plain layer's are, in Keras, the last real output. No caller reads them."""
+    bidirectional = isinstance(layer, keras.layers.Bidirectional)
+    parts = (layer.forward_layer, layer.backward_layer) if bidirectional else (layer,)
+    if not (fast and all(_plain_cell(part, training) for part in parts)
+            and (not bidirectional or (layer.merge_mode == "concat" and initial_state is None))):
+        kwargs = {} if initial_state is None else {"initial_state": initial_state}
+        return list(layer(inputs, mask=mask, training=training, **kwargs))
+    lengths = None if mask is None else ops.sum(ops.cast(mask, "int32"), axis=1)  # right padding: the real steps
+    if not bidirectional:
+        return _projected_rnn(layer, inputs, lengths, initial_state)
+    forward = _projected_rnn(parts[0], inputs, lengths)
+    backward = _projected_rnn(parts[1], inputs, lengths, reverse=True)
+    return [ops.concatenate([forward[0], backward[0]], axis=-1), *forward[1:], *backward[1:]]
+
+
+def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=None, fast=True):
     """Runs stacked (bidirectional) RNN layers over ``inputs [B, Ts, D]``.
 
     Returns ``(outputs [B, Ts, H'], finals)``: ``finals`` has one list of state tensors per
@@ -129,7 +230,7 @@ def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=Non
     """
     x, finals = inputs, []
     for index, layer in enumerate(layers):
-        outputs = layer(x, mask=mask, training=training)
+        outputs = run_layer(layer, x, mask=mask, training=training, fast=fast)
         x, states = outputs[0], list(outputs[1:])
         if bidirectional:
             half = len(states) // 2
@@ -140,7 +241,7 @@ def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=Non
     return x, finals
 
 
-def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None):
+def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None, fast=True):
     """Runs stacked RNN layers over a whole (teacher-forced) sequence ``inputs [B, Tt, D]``.
 
     ``states`` is the flat tuple of initial states (``per_layer`` tensors per layer). No mask:
@@ -150,7 +251,7 @@ def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None)
     x = inputs
     for index, layer in enumerate(layers):
         initial = list(states[index * per_layer:(index + 1) * per_layer])
-        x = layer(x, initial_state=initial, training=training)[0]
+        x = run_layer(layer, x, initial_state=initial, training=training, fast=fast)[0]
         if index < len(layers) - 1:
             x = dropout_layer(x, training=training)
     return x
