@@ -221,7 +221,7 @@ def run_layer(layer, inputs, mask=None, initial_state=None, training=None, fast=
     return [ops.concatenate([forward[0], backward[0]], axis=-1), *forward[1:], *backward[1:]]
 
 
-def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=None, fast=True):
+def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=None):
     """Runs stacked (bidirectional) RNN layers over ``inputs [B, Ts, D]``.
 
     Returns ``(outputs [B, Ts, H'], finals)``: ``finals`` has one list of state tensors per
@@ -230,7 +230,7 @@ def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=Non
     """
     x, finals = inputs, []
     for index, layer in enumerate(layers):
-        outputs = run_layer(layer, x, mask=mask, training=training, fast=fast)
+        outputs = run_layer(layer, x, mask=mask, training=training)
         x, states = outputs[0], list(outputs[1:])
         if bidirectional:
             half = len(states) // 2
@@ -241,7 +241,7 @@ def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=Non
     return x, finals
 
 
-def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None, fast=True):
+def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None):
     """Runs stacked RNN layers over a whole (teacher-forced) sequence ``inputs [B, Tt, D]``.
 
     ``states`` is the flat tuple of initial states (``per_layer`` tensors per layer). No mask:
@@ -251,7 +251,7 @@ def run_decoder(layers, inputs, states, per_layer, dropout_layer, training=None,
     x = inputs
     for index, layer in enumerate(layers):
         initial = list(states[index * per_layer:(index + 1) * per_layer])
-        x = run_layer(layer, x, initial_state=initial, training=training, fast=fast)[0]
+        x = run_layer(layer, x, initial_state=initial, training=training)[0]
         if index < len(layers) - 1:
             x = dropout_layer(x, training=training)
     return x
