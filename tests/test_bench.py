@@ -40,6 +40,17 @@ def test_rnn_model_flops_match_hand_counts():
         flops.model_forward(luong, [2], [4])
 
 
+def test_a_figure_that_rounds_onto_its_threshold_shows_the_digits_that_decide():
+    from zoo.bench.report import _target
+
+    failing = _target("ratio >= 1.3", 1.29684, 1.3, True, "{:.2f}x")
+    assert (failing["status"], failing["figure"]) == ("FAIL", "1.2968x")
+    assert _target("ratio >= 1.3", 1.31, 1.3, True, "{:.2f}x")["figure"] == "1.31x"
+    assert _target("ratio >= 1.3", 1.3, 1.3, True, "{:.2f}x")["figure"] == "1.30x"
+    over = _target("time <= 2.0", 2.0031, 2.0, False, "{:.2f}x")
+    assert (over["status"], over["figure"]) == ("FAIL", "2.0031x")
+
+
 def test_an_unknown_size_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
         zoo.bench.main(["sizes=[huge]"])

@@ -14,6 +14,8 @@ def _target(text: str, value: Optional[float], threshold: float, at_least: bool,
         status, figure = "NOT MEASURED", note or "no figure"
     else:
         status = "PASS" if (value >= threshold if at_least else value <= threshold) else "FAIL"
+        if fmt.format(value) == fmt.format(threshold) and value != threshold:
+            fmt = fmt.replace(".2f", ".4f")  # 1.2968 is no 1.30: the digits that decide the result
         figure = fmt.format(value) + (f" ({note})" if note else "")
     return {"target": text, "figure": figure, "value": value, "threshold": threshold,
             "direction": ">=" if at_least else "<=", "status": status}
