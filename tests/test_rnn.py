@@ -87,9 +87,15 @@ def test_layers_that_are_not_plain_fall_back_to_keras():
     assert not rnn._plain_cell(keras.layers.GRU(4, reset_after=False), False)
     assert not rnn._plain_cell(keras.layers.LSTM(4, activation="relu"), False)
     assert not rnn._plain_cell(keras.layers.SimpleRNN(4), False)
+    assert not rnn._plain_cell(keras.layers.GRU(4, return_sequences=True), False)  # no states returned
+    backwards = keras.layers.GRU(4, go_backwards=True, return_sequences=True, return_state=True)
+    _, x, mask = _inputs()
+    want = backwards(x, mask=mask)
+    got = rnn.run_layer(backwards, x, mask=mask)  # go_backwards on a layer of its own: the layer itself
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     summed = keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True, return_state=True),
                                         merge_mode="sum")
-    _, x, mask = _inputs()
     want = summed(x, mask=mask)
     got = rnn.run_layer(summed, x, mask=mask)  # merge_mode sum: the layer itself
     for a, b in zip(want, got):

@@ -124,9 +124,12 @@ def source_mask(source):
 
 def _plain_cell(layer, training):
     """True when ``layer`` (a ``GRU``/``LSTM`` layer) runs as ``_projected_rnn`` runs it: default
-    activations, the GRU's reset gate after the product, no dropout in training, not stateful, and
-    no GPU (there Keras' cuDNN kernel is faster than any loop)."""
+    activations, the GRU's reset gate after the product, no dropout in training, not stateful,
+    returning sequences and states, and no GPU (there Keras' cuDNN kernel is faster than any loop).
+    ``run_layer`` also wants each part's direction as ``Bidirectional`` makes it."""
     if not isinstance(layer, (keras.layers.GRU, keras.layers.LSTM)) or layer.stateful or layer.unroll:
+        return False
+    if not (layer.return_sequences and layer.return_state):  # the [outputs, *states] of every caller
         return False
     cell = layer.cell
     if isinstance(layer, keras.layers.GRU) and not cell.reset_after:
@@ -209,7 +212,9 @@ def run_layer(layer, inputs, mask=None, initial_state=None, training=None, fast=
     bidirectional layer; a plain layer's are, in Keras, the last real output. No caller reads them."""
     bidirectional = isinstance(layer, keras.layers.Bidirectional)
     parts = (layer.forward_layer, layer.backward_layer) if bidirectional else (layer,)
-    if not (fast and all(_plain_cell(part, training) for part in parts)
+    directions = (False, True) if bidirectional else (False,)  # go_backwards of each part
+    if not (fast and all(_plain_cell(part, training) and part.go_backwards == backwards
+                         for part, backwards in zip(parts, directions))
             and (not bidirectional or (layer.merge_mode == "concat" and initial_state is None))):
         kwargs = {} if initial_state is None else {"initial_state": initial_state}
         return list(layer(inputs, mask=mask, training=training, **kwargs))
