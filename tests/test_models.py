@@ -422,11 +422,14 @@ def test_transformer_training_features_skip_the_padding(options):
         grads.append(tape.gradient(total, model.trainable_variables))
         if skip:
             assert np.all(keras.ops.convert_to_numpy(features)[~real] == 0.0)
+    # float32 sums in another order: the absolute slack scales with the model's largest gradient (a bias
+    # whose exact gradient is 0, e.g. the keys', holds rounding noise of that size)
+    scale = max(float(np.abs(tf.convert_to_tensor(g).numpy()).max()) for g in grads[0] if g is not None)
     for skipped, full in zip(*grads):
         assert (skipped is None) == (full is None)  # None: the output projection, after the features
         if full is not None:
             np.testing.assert_allclose(tf.convert_to_tensor(skipped).numpy(), tf.convert_to_tensor(full).numpy(),
-                                       rtol=1e-4, atol=1e-5)
+                                       rtol=1e-4, atol=max(1e-5, 2e-6 * scale))
 
 
 def test_transformer_attention_maps_have_one_entry_per_layer_and_head():

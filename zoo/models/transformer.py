@@ -9,6 +9,7 @@ import zoo.attention as zoo_attention
 from zoo.attention.base_attention import causal_mask
 from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import attention_row, rate
+from zoo.models.layer_norm import LayerNormalization
 from zoo.models.seq2seq_model import Seq2SeqModel, register_model
 from zoo.tokens import PAD_ID
 
@@ -37,11 +38,11 @@ class _Block(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         dtype = self.dtype_policy
         self.self_attention = self.make_attention("self_attention")
-        self.self_attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="self_attention_norm",
+        self.self_attention_norm = LayerNormalization(epsilon=1e-5, name="self_attention_norm",
                                                                    dtype=dtype)
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation=activation, name="ffn_inner", dtype=dtype)
         self.ffn_outer = keras.layers.Dense(embed_dim, name="ffn_outer", dtype=dtype)
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="ffn_norm", dtype=dtype)
+        self.ffn_norm = LayerNormalization(epsilon=1e-5, name="ffn_norm", dtype=dtype)
         self.residual_dropout = keras.layers.Dropout(dropout, name="residual_dropout", dtype=dtype)
         self.rope = zoo_attention.create("rotary", name="rope", dtype=dtype) if rotary else None
 
@@ -110,7 +111,7 @@ class _DecoderLayer(_Block):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cross_attention = self.make_attention("cross_attention")
-        self.cross_attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="cross_attention_norm",
+        self.cross_attention_norm = LayerNormalization(epsilon=1e-5, name="cross_attention_norm",
                                                                     dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -323,8 +324,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.encoder_layers = [_EncoderLayer(name=f"encoder_{i}", **block) for i in range(num_layers)]
         self.decoder_layers = [_DecoderLayer(name=f"decoder_{i}", **block) for i in range(num_layers)]
         if self.norm_first:
-            self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_norm", dtype=dtype)
-            self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="decoder_norm", dtype=dtype)
+            self.encoder_norm = LayerNormalization(epsilon=1e-5, name="encoder_norm", dtype=dtype)
+            self.decoder_norm = LayerNormalization(epsilon=1e-5, name="decoder_norm", dtype=dtype)
         if not self.tie_output:
             self.output_projection = keras.layers.Dense(target_vocab_size, name="output_projection", dtype=dtype)
 
