@@ -187,7 +187,7 @@ class MultiHeadAttention(BaseAttention):
         with ``heads_first``, a decoder's cache): the two products are plain batched matmuls with no
         transposes of them, which a decoder would otherwise pay at every step for its cache and the
         source's keys and values. ``before_output`` maps the heads ``[B, Tq, H, d_v]`` before ``W^O``
-        (the Transformer gathers its real rows there, so ``W^O`` runs on them only)."""
+        (the Transformer gathers its real rows ``[N, H, d_v]`` there, so ``W^O`` runs on them only)."""
         if heads_first:
             scores = ops.einsum("bhqd,bhdk->bhqk", heads_major(queries), keys)
         else:
@@ -201,7 +201,20 @@ class MultiHeadAttention(BaseAttention):
             heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
         if before_output is not None:
             heads = before_output(heads)
-        return self.output_dense(heads), weights
+        return self.output(heads), weights
+
+    def output(self, heads):
+        """``Concat(heads) W^O``: ``heads [B, Tq, H, d_v]`` (``output_dense``), or rows of heads
+        ``[N, H, d_v]`` as one plain product (``[N, H d_v] @ [H d_v, D_out]``, what a Transformer's
+        real rows take: no einsum bookkeeping for a batch axis of one)."""
+        if len(heads.shape) == 4:
+            return self.output_dense(heads)
+        dense, dtype = self.output_dense, self.compute_dtype
+        kernel = ops.cast(dense.kernel, dtype)
+        shape = ops.shape(heads)
+        flat = ops.reshape(heads, (shape[0], kernel.shape[0] * kernel.shape[1]))
+        out = ops.matmul(flat, ops.reshape(kernel, (kernel.shape[0] * kernel.shape[1], kernel.shape[2])))
+        return out + ops.cast(dense.bias, dtype) if self.use_bias else out
 
     @staticmethod
     def write_cache(cache_keys, cache_values, keys, values, step):

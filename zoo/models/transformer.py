@@ -94,7 +94,7 @@ class _EncoderLayer(_Block):
         return self.feed_forward(x, training), weights
 
     def call_rows(self, rows, grid, attention_mask, training=None):
-        """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [1, N, D]``
+        """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [N, D]``
         of ``grid``; attention on the grid, with the padding keys masked as in ``call``."""
         def attend(h):
             queries, keys, values = self.project_self(h, before_split=grid.to_grid)
@@ -144,7 +144,7 @@ class _DecoderLayer(_Block):
         return self.feed_forward(x, training), self_weights, cross_weights
 
     def call_rows(self, rows, grid, cross_keys, cross_values, cross_mask, training=None):
-        """``call`` at the real target positions only: ``rows [1, N, D]`` are the positions of ``grid``
+        """``call`` at the real target positions only: ``rows [N, D]`` are the positions of ``grid``
         (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
         runs on the rows, attention on the ``[B, Tt]`` grid with zeros at padding (causal: no real
         position sees one). The real positions' values are ``call``'s."""
@@ -155,7 +155,7 @@ class _DecoderLayer(_Block):
                                                     before_output=grid.to_rows)
 
         def attend_cross(h):
-            queries = grid.to_grid(self.cross_attention.query_dense(h))  # [B, Tt, H, d_k]
+            queries, = self.cross_attention.project(h, ("query",), before_split=grid.to_grid)  # [B, Tt, H, d_k]
             return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
                                                      training=training, heads_first=True, before_output=grid.to_rows)
 
@@ -182,8 +182,9 @@ class _DecoderLayer(_Block):
 
 class _RealRows:
     """The real (non-padding) positions of a ``[B, T]`` batch of token ids, private to the Transformer:
-    ``to_rows`` gathers them from ``[B, T, ...]`` into ``[1, N, ...]`` (a batch of one, so that every
-    position-wise layer takes it as it is), ``to_grid`` scatters rows back, with zeros at padding."""
+    ``to_rows`` gathers them from ``[B, T, ...]`` into rows ``[N, ...]``, ``to_grid`` scatters rows back,
+    with zeros at padding. Rows without a batch axis make every position-wise ``Dense`` one plain
+    matmul (on ``[1, N, D]`` Keras takes the tensordot path: transposes, reshapes and shape ops)."""
 
     def __init__(self, tokens):
         shape = ops.shape(tokens)
@@ -192,10 +193,9 @@ class _RealRows:
 
     def to_rows(self, x):
         flat = ops.reshape(x, (self.batch * self.length, *x.shape[2:]))
-        return ops.expand_dims(ops.take(flat, self.index, axis=0), 0)
+        return ops.take(flat, self.index, axis=0)
 
     def to_grid(self, rows):
-        rows = ops.squeeze(rows, 0)
         grid = ops.scatter(ops.expand_dims(self.index, 1), rows, (self.batch * self.length, *rows.shape[1:]))
         return ops.reshape(grid, (self.batch, self.length, *rows.shape[1:]))
 
