@@ -201,9 +201,9 @@ class MultiHeadAttention(BaseAttention):
             heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
         if before_output is not None:
             heads = before_output(heads)
-        return self.output(heads), weights
+        return self.project_output(heads), weights
 
-    def output(self, heads):
+    def project_output(self, heads):
         """``Concat(heads) W^O``: ``heads [B, Tq, H, d_v]`` (``output_dense``), or rows of heads
         ``[N, H, d_v]`` as one plain product (``[N, H d_v] @ [H d_v, D_out]``, what a Transformer's
         real rows take: no einsum bookkeeping for a batch axis of one)."""
