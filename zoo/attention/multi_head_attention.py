@@ -210,10 +210,9 @@ class MultiHeadAttention(BaseAttention):
         if len(heads.shape) == 4:
             return self.output_dense(heads)
         dense, dtype = self.output_dense, self.compute_dtype
-        kernel = ops.cast(dense.kernel, dtype)
-        shape = ops.shape(heads)
-        flat = ops.reshape(heads, (shape[0], kernel.shape[0] * kernel.shape[1]))
-        out = ops.matmul(flat, ops.reshape(kernel, (kernel.shape[0] * kernel.shape[1], kernel.shape[2])))
+        heads_in, head_dim, out_dim = dense.kernel.shape  # [H, d_v, D_out]
+        kernel = ops.reshape(ops.cast(dense.kernel, dtype), (heads_in * head_dim, out_dim))
+        out = ops.matmul(ops.reshape(heads, (-1, heads_in * head_dim)), kernel)
         return out + ops.cast(dense.bias, dtype) if self.use_bias else out
 
     @staticmethod

@@ -38,8 +38,7 @@ class _Block(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         dtype = self.dtype_policy
         self.self_attention = self.make_attention("self_attention")
-        self.self_attention_norm = LayerNormalization(epsilon=1e-5, name="self_attention_norm",
-                                                                   dtype=dtype)
+        self.self_attention_norm = LayerNormalization(epsilon=1e-5, name="self_attention_norm", dtype=dtype)
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation=activation, name="ffn_inner", dtype=dtype)
         self.ffn_outer = keras.layers.Dense(embed_dim, name="ffn_outer", dtype=dtype)
         self.ffn_norm = LayerNormalization(epsilon=1e-5, name="ffn_norm", dtype=dtype)
@@ -112,7 +111,7 @@ class _DecoderLayer(_Block):
         super().__init__(*args, **kwargs)
         self.cross_attention = self.make_attention("cross_attention")
         self.cross_attention_norm = LayerNormalization(epsilon=1e-5, name="cross_attention_norm",
-                                                                    dtype=self.dtype_policy)
+                                                       dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         super().build(input_shape)
