@@ -221,12 +221,22 @@ def reference_builder(name, sizes, task, seed):
 
 
 def _best(fn, repeats=3):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+    """The best of ``repeats`` timed calls of ``fn`` (seconds), after one untimed call."""
+    return _best_alternating({"fn": fn}, repeats)["fn"]
+
+
+def _best_alternating(fns, rounds=5):
+    """``{name: best seconds}`` of ``fns`` (name -> callable), each called once to warm up, then in
+    turn for ``rounds`` rounds: a slow moment of the machine falls on all of them alike, so the
+    ratio of two bests is steadier than that of bests taken one after the other."""
+    for fn in fns.values():
         fn()
-        best = min(best, time.perf_counter() - start)
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -256,8 +266,9 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     greedy_fixed = tf.function(lambda s: greedy_decode(model, s, steps, eos_id=-1)[0], autograph=False)
     beam_fixed = tf.function(lambda s: beam_search(model, s, steps, beam_size=4, eos_id=-1)["ids"], autograph=False)
     row["fixed_steps"] = int(steps)
-    row["greedy_fixed_ms"] = 1000.0 * _best(lambda: greedy_fixed(sources).numpy())
-    row["beam4_fixed_ms"] = 1000.0 * _best(lambda: beam_fixed(sources).numpy())
+    fixed = _best_alternating({"greedy": lambda: greedy_fixed(sources).numpy(),
+                               "beam4": lambda: beam_fixed(sources).numpy()})
+    row["greedy_fixed_ms"], row["beam4_fixed_ms"] = 1000.0 * fixed["greedy"], 1000.0 * fixed["beam4"]
     cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     small = sources[:recompute_batch]
