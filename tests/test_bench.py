@@ -80,12 +80,14 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
     decode = results["sizes"]["tiny"]["decode"]
     assert set(decode) == {"transformer", "seq2seq"}
     # beam-4 / greedy is judged at equal length (both searches run fixed_steps, <eos> off), the
-    # as-decoded ratio (where each search stopped) beside it.
+    # as-decoded ratio (where each search stopped) and that of one sentence alone beside it.
     for name, row in decode.items():
         assert row["fixed_steps"] > 0 and row["greedy_fixed_ms"] > 0 and row["beam4_fixed_ms"] > 0
         (beam,) = [t for t in results["targets"] if t["target"].startswith(f"[tiny] {name} beam-4 / greedy")]
         assert beam["value"] == pytest.approx(row["beam4_fixed_ms"] / row["greedy_fixed_ms"])
         assert f"as decoded: {row['greedy_sent_per_s'] / row['beam4_sent_per_s']:.2f}x" in beam["figure"]
+        assert row["greedy_1_fixed_ms"] > 0 and row["beam4_1_fixed_ms"] > 0  # one sentence alone, beside it
+        assert f"one sentence: {row['beam4_1_fixed_ms'] / row['greedy_1_fixed_ms']:.2f}x" in beam["figure"]
 
     statuses = {t["target"]: t["status"] for t in results["targets"]}
     assert set(statuses.values()) <= {"PASS", "FAIL", "NOT MEASURED"}

@@ -191,3 +191,15 @@ def test_beam_search_of_a_model_without_attention_carries_none_and_gives_the_sam
     for key in carried:
         np.testing.assert_array_equal(lean[key].numpy(), carried[key].numpy(), err_msg=key)
     assert lean["attention"].shape == carried["attention"].shape and not np.any(lean["attention"].numpy())
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "transformer"])
+def test_beam_search_traces_for_one_sentence_of_static_shape(name):
+    """A compiled search over a batch of exactly one sentence (static shape [1, T]), as the benchmark
+    and a caller decoding one sentence trace it: the same hypotheses as the eager search."""
+    model = make(name)
+    source = tf.constant(SOURCE[:1])
+    compiled = tf.function(lambda s: beam_search(model, s, 6, beam_size=4), autograph=False)(source)
+    eager = beam_search(model, source, 6, beam_size=4)
+    np.testing.assert_array_equal(compiled["nbest_ids"].numpy(), eager["nbest_ids"].numpy())
+    np.testing.assert_allclose(compiled["nbest_scores"].numpy(), eager["nbest_scores"].numpy(), atol=1e-5)

@@ -68,7 +68,10 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
         (sorted, best first); ``logprob [B, K]`` the model log-probability of each n-best entry.
     """
     source = tf.cast(source, tf.int32)
-    batch, src_len = tf.shape(source)[0], tf.shape(source)[1]
+    # Static sizes where the source has them: a traced batch of one must not turn into an unknown
+    # size that broadcasts against the loop's [1, ...] tensors (tf.while_loop refuses the change).
+    batch, src_len = [size if size is not None else tf.shape(source)[axis]
+                      for axis, size in enumerate(source.shape.as_list())]
     k = int(beam_size)
     if k < 1:
         raise ValueError(f"decoding.beam_size must be >= 1. Received: beam_size={beam_size}")
