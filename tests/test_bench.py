@@ -75,6 +75,11 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
     for row in train.values():
         assert row["tokens_per_s"] > 0 and row["step_ms"] > 0 and len(row["rounds_s"]) == 2
         assert row["train_flops_per_step"] > 0 and 0 < row["utilisation"]
+        # Against the best matmul peak of the run: measured before the one size and after it.
+        assert row["utilisation"] == pytest.approx(row["flop_per_s"] / results["matmul_flop_per_s"]["float32"])
+    measured = results["matmul_measurements"]
+    assert len(measured) == 2 and all(m["float32"] > 0 for m in measured)
+    assert results["matmul_flop_per_s"]["float32"] == max(m["float32"] for m in measured)
     # The transformer and its keras.layers.MultiHeadAttention reference do the same analytic work.
     assert train["transformer"]["train_flops_per_step"] == train["keras_transformer"]["train_flops_per_step"]
     decode = results["sizes"]["tiny"]["decode"]

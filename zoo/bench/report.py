@@ -76,7 +76,8 @@ def markdown(results: Dict[str, object]) -> str:
     peak = results["matmul_flop_per_s"]
     lines = ["# zoo.bench", "", f"Machine: {results['description']}.", "",
              f"Matmul reference, measured in this run: float32 {peak['float32'] / 1e9:.1f} GFLOP/s, "
-             f"bfloat16 {peak['bfloat16'] / 1e9:.1f} GFLOP/s.", ""]
+             f"bfloat16 {peak['bfloat16'] / 1e9:.1f} GFLOP/s (the best of {len(results['matmul_measurements'])} "
+             f"measurements: before the first size and after each).", ""]
     for size, data in results["sizes"].items():
         train = data["train"]
         lines += [f"## {size}: training (batch {data['batch_size']}, vocabularies {data['source_vocab_size']:,} / "
