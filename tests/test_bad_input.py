@@ -75,6 +75,7 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model=nadaraya_watson"], ["model=nadaraya_watson", "regression"]),
     (["seed=x"], ["seed='x'", "an integer"]),
     (["data=tatoeba", "data.max_len=0", "data.min_freq=0"], ["data.max_len=0", "data.min_freq=0"]),
+    (["data=tatoeba", "data.pair=xyz-eng"], ["corpus 'xyz-eng' was not found", "$ZOO_DATA_DIR", "data.download=true"]),
     (["model=transformer", "model.max_length=64"], ["model.max_length=64", "positions=learned"]),
     (["trainer.resume=0123456789abcdef"], ["trainer.resume=0123456789abcdef", "is not a run in"]),
     (["trainer.epochs=1"], ["http://127.0.0.1:9", "not reachable"], "server_down"),
@@ -106,6 +107,8 @@ EVALUATE = [
 
 TOOLS = [  # python -m <module> <arguments>
     ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]"], ["'foo'", "train.rounds=0", "'huge'"]),
+    ("zoo.bench", ["sizes=[small]", "size.small.data.pair=xyz-eng", "decode.fixed_rounds=0"],
+     ["[small] needs its corpus", "'xyz-eng' was not found", "decode.fixed_rounds=0"]),
     ("zoo.bench", ["input_wait.overrides=['model=transformer','model.num_heads=3']"],
      ["input_wait.overrides", "model.embed_dim=64", "num_heads=3"]),
     ("zoo.compare", ["--data", "nope"], ["--data=nope", "Available: dates"]),

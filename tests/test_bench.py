@@ -53,7 +53,7 @@ def test_a_figure_that_rounds_onto_its_threshold_shows_the_digits_that_decide():
 
 def test_an_unknown_size_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        zoo.bench.main(["sizes=[huge]"])
+        zoo.bench.main(["sizes=[huge]", "input_wait.overrides=null"])  # input_wait would need the corpus
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "'huge'" in err and "tiny" in err and "base" in err
@@ -65,8 +65,8 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
     cfg = zoo.bench.compose([
         "sizes=[tiny]", "models=[transformer,seq2seq]", "references=[keras_transformer]", "variants.sizes=[tiny]",
         "variants.models=[seq2seq]", "decode.sizes=[tiny]", "decode.batch=4", "decode.recompute_tokens=6",
-        "decode.recompute_batch=2", "decode.latency_calls=2", "train.batches=2", "train.rounds=2",
-        "train.warmup=1", "matmul.n=64", "matmul.repeats=2", "input_wait.overrides=null",
+        "decode.recompute_batch=2", "decode.latency_calls=2", "decode.fixed_rounds=2", "train.batches=2",
+        "train.rounds=2", "train.warmup=1", "matmul.n=64", "matmul.repeats=2", "input_wait.overrides=null",
         f"output_dir={tmp_path / 'out'}", f"tracking.uri={uri}"])
     results = zoo.bench.run(cfg)
 

@@ -56,7 +56,10 @@ def test_examples_are_parsed_checked_written_and_printed(tmp_path):
 
 
 @pytest.mark.parametrize("name, model, epochs", [("d2l_bahdanau", "bahdanau", 250), ("d2l_transformer", "transformer", 200)])
-def test_the_d2l_experiments_compose_with_d2l_settings(name, model, epochs):
+def test_the_d2l_experiments_compose_with_d2l_settings(name, model, epochs, tmp_path, monkeypatch):
+    # The config check looks for the pair's file (only that it is there) in $ZOO_DATA_DIR.
+    (tmp_path / "fra-eng.zip").touch()
+    monkeypatch.setenv("ZOO_DATA_DIR", str(tmp_path))
     cfg = compose([f"experiment={name}"])
     validate_train(cfg)
     assert cfg.model.name == model and cfg.data.name == "tatoeba" and cfg.data.pair == "fra-eng"

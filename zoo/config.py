@@ -379,6 +379,9 @@ def data_problems(check: "_Checker") -> None:
     elif data.get("pair") is not None:
         check.rule("data.pair", lambda v: isinstance(v, str) and re.match(r"^[a-z]{2,8}-[a-z]{2,8}$", v),
                    "a manythings.org pair name like 'fra-eng' or 'deu-eng'")
+        missing = corpus_problem(data)
+        if missing:
+            check.add(missing)
     for key in ("max_examples", "max_len", "train_size", "max_size"):
         check.positive_int(f"data.{key}", optional=True)
     check.rule("data.max_size", lambda v: v > 4, "more than the 4 reserved tokens", optional=True)
@@ -386,6 +389,23 @@ def data_problems(check: "_Checker") -> None:
     for key in ("val_size", "test_size"):
         check.rule(f"data.{key}", lambda v: _is_number(v) and v >= 0,
                    "a fraction in (0, 1) of the pairs, a number of pairs, or 0 (use the training pairs)")
+
+
+def corpus_problem(data) -> Optional[str]:
+    """For a Tatoeba ``data`` config that names a pair (no ``data.path``, no ``data.download``): what to
+    put where when the pair is in neither ``$ZOO_DATA_DIR`` nor the cache, else None. Looks for files
+    only (``zoo.data.manythings.resolve_path``), before TensorFlow starts; reading them comes later."""
+    pair = data.get("pair")
+    if (data.get("name") != "tatoeba" or data.get("path") or data.get("download") or not isinstance(pair, str)
+            or not re.match(r"^[a-z]{2,8}-[a-z]{2,8}$", pair)):
+        return None
+    from zoo.data import manythings
+
+    try:
+        manythings.resolve_path(None, pair, download=False, cache_dir=data.get("cache_dir"))
+    except ConfigError as error:
+        return str(error)
+    return None
 
 
 def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optional[str],
@@ -519,7 +539,8 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
 
 def bench_problems(cfg: Any) -> List[str]:
     """``python -m zoo.bench`` settings (``conf/bench.yaml`` composed with the command line), checked before
-    TensorFlow starts: sizes, models, round counts, and the ``input_wait`` training command line."""
+    TensorFlow starts: sizes and the corpora they read, models, counts, and the ``input_wait`` training
+    command line."""
     found = []
     sizes = list(cfg.get("sizes") or [])
     for size in sizes:
@@ -531,10 +552,16 @@ def bench_problems(cfg: Any) -> List[str]:
             if name not in allowed:
                 found.append(f"models: '{name}' is not a sequence model. Available: {', '.join(allowed)} "
                              f"(default: null, all of them)")
-    for key, least in (("batches", 1), ("rounds", 1), ("warmup", 0)):
-        value = cfg.train.get(key)
+    for key, least in (("train.batches", 1), ("train.rounds", 1), ("train.warmup", 0), ("decode.batch", 1),
+                       ("decode.recompute_tokens", 1), ("decode.recompute_batch", 1), ("decode.latency_calls", 1),
+                       ("decode.fixed_rounds", 1), ("matmul.n", 1), ("matmul.repeats", 1)):
+        value = OmegaConf.select(cfg, key)
         if not _is_int(value) or value < least:
-            found.append(f"train.{key}={value!r} is not valid: expected an integer >= {least}.")
+            found.append(f"{key}={value!r} is not valid: expected an integer >= {least}.")
+    for size in sizes:
+        missing = corpus_problem(cfg.size[size].data) if size in cfg.size else None
+        if missing:
+            found.append(f"sizes: [{size}] needs its corpus. {missing}")
     overrides = (cfg.get("input_wait") or {}).get("overrides")
     if overrides is not None:
         found += [f"input_wait.overrides: {line}" for line in problems(list(overrides), "train")]

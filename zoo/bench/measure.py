@@ -225,7 +225,7 @@ def _best(fn, repeats=3):
     return _best_alternating({"fn": fn}, repeats)["fn"]
 
 
-def _best_alternating(fns, rounds=5):
+def _best_alternating(fns, rounds):
     """``{name: best seconds}`` of ``fns`` (name -> callable), each called once to warm up, then in
     turn for ``rounds`` rounds: a slow moment of the machine falls on all of them alike, so the
     ratio of two bests is steadier than that of bests taken one after the other."""
@@ -241,7 +241,7 @@ def _best_alternating(fns, rounds=5):
 
 
 def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: int,
-             latency_calls: int) -> Dict[str, float]:
+             latency_calls: int, fixed_rounds: int) -> Dict[str, float]:
     """Greedy / beam-4 / sampling sentences/s, cached vs full recompute, SavedModel translate p50/p95."""
     import numpy as np
     import tensorflow as tf
@@ -272,7 +272,7 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     fixed = _best_alternating({"greedy": lambda: greedy_fixed(sources).numpy(),
                                "beam4": lambda: beam_fixed(sources).numpy(),
                                "greedy_1": lambda: greedy_fixed(one).numpy(),
-                               "beam4_1": lambda: beam_fixed(one).numpy()})
+                               "beam4_1": lambda: beam_fixed(one).numpy()}, fixed_rounds)
     for key, seconds in fixed.items():
         row[f"{key}_fixed_ms"] = 1000.0 * seconds
     cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
