@@ -14,7 +14,9 @@ here; the code that implements them imports them from this module.
 from __future__ import annotations
 
 import functools
+import os
 import pkgutil
+import re
 from pathlib import Path
 from typing import List, Optional
 
@@ -150,3 +152,45 @@ def model_constraints(name: str) -> tuple:
     """The rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
     ``zoo.checks.constraint_problems``), read without importing the module; () when it declares none."""
     return _constraints("models", name)
+
+
+# -- Where a manythings.org sentence-pair file is looked for (``zoo.data.manythings`` reads it; the
+# config validator finds it, or says what to put where, before TensorFlow starts).
+DATA_DIR_VARIABLE = "ZOO_DATA_DIR"
+CACHE_DIR_VARIABLE = "ZOO_CACHE_DIR"
+PAIR_PATTERN = re.compile(r"^[a-z]{2,8}-[a-z]{2,8}$")  # a manythings.org pair name: fra-eng
+MANYTHINGS_URL = "https://www.manythings.org/anki/{pair}.zip"
+
+
+def corpus_cache_dir() -> Path:
+    """``$ZOO_CACHE_DIR`` or ``~/.cache/attention-zoo``; downloads go to its ``data/``."""
+    root = os.environ.get(CACHE_DIR_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "attention-zoo")
+    return Path(root) / "data"
+
+
+def pair_file_names(pair: str) -> List[str]:
+    """``<pair>.zip``, ``<pair>.txt`` and ``<lang>.txt`` (the ``.txt`` inside the zip), for a valid pair name."""
+    return [f"{pair}.zip", f"{pair}.txt", f"{pair.split('-')[0]}.txt"]
+
+
+def find_pair_file(pair: str, cache_dir: Optional[str] = None) -> Optional[Path]:
+    """The first of ``pair_file_names`` in ``$ZOO_DATA_DIR``, then in the cache directory; None if none is."""
+    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
+    folders = [Path(os.path.expanduser(os.environ[DATA_DIR_VARIABLE]))] if os.environ.get(DATA_DIR_VARIABLE) else []
+    for folder in [*folders, cache]:
+        for name in pair_file_names(pair):
+            if (folder / name).is_file():
+                return folder / name
+    return None
+
+
+def pair_not_found(pair: str, cache_dir: Optional[str] = None, url: Optional[str] = None) -> str:
+    """What ``find_pair_file`` looked for and where, and the three ways to provide the file."""
+    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
+    data_dir = os.environ.get(DATA_DIR_VARIABLE)
+    where = f"${DATA_DIR_VARIABLE} ({data_dir})" if data_dir else f"${DATA_DIR_VARIABLE} (not set)"
+    names = pair_file_names(pair)
+    return (f"The Tatoeba corpus '{pair}' was not found: looked for {', '.join(names)} in {where} and in "
+            f"the cache {cache}. Download {url or MANYTHINGS_URL.format(pair=pair)} and put {pair}.zip in a folder "
+            f"named by ${DATA_DIR_VARIABLE}, or pass data.path=<path to {pair}.zip or {names[2]}>, or pass "
+            f"data.download=true to fetch it into the cache.")

@@ -377,7 +377,7 @@ def data_problems(check: "_Checker") -> None:
                       f"the working directory). Point data.path at a manythings.org pair file (.zip, or the .txt "
                       f"inside it) (default: null = look for data.pair in $ZOO_DATA_DIR and the cache).")
     elif data.get("pair") is not None:
-        check.rule("data.pair", lambda v: isinstance(v, str) and re.match(r"^[a-z]{2,8}-[a-z]{2,8}$", v),
+        check.rule("data.pair", lambda v: isinstance(v, str) and catalog.PAIR_PATTERN.match(v),
                    "a manythings.org pair name like 'fra-eng' or 'deu-eng'")
         missing = corpus_problem(data)
         if missing:
@@ -394,18 +394,15 @@ def data_problems(check: "_Checker") -> None:
 def corpus_problem(data) -> Optional[str]:
     """For a Tatoeba ``data`` config that names a pair (no ``data.path``, no ``data.download``): what to
     put where when the pair is in neither ``$ZOO_DATA_DIR`` nor the cache, else None. Looks for files
-    only (``zoo.data.manythings.resolve_path``), before TensorFlow starts; reading them comes later."""
+    only (``zoo.catalog.find_pair_file``, as ``zoo.data.manythings.resolve_path``), before TensorFlow
+    starts; reading them comes later."""
     pair = data.get("pair")
     if (data.get("name") != "tatoeba" or data.get("path") or data.get("download") or not isinstance(pair, str)
-            or not re.match(r"^[a-z]{2,8}-[a-z]{2,8}$", pair)):
+            or not catalog.PAIR_PATTERN.match(pair)):
         return None
-    from zoo.data import manythings
-
-    try:
-        manythings.resolve_path(None, pair, download=False, cache_dir=data.get("cache_dir"))
-    except ConfigError as error:
-        return str(error)
-    return None
+    if catalog.find_pair_file(pair, data.get("cache_dir")) is not None:
+        return None
+    return catalog.pair_not_found(pair, data.get("cache_dir"), data.get("url"))
 
 
 def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optional[str],

@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import os
 import random
-import re
 import shutil
 import tempfile
 import urllib.request
@@ -27,17 +26,14 @@ import zlib
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from zoo.catalog import MANYTHINGS_URL, PAIR_PATTERN, corpus_cache_dir, find_pair_file, pair_not_found
 from zoo.errors import ConfigError, CorpusError, CorpusNotFoundError  # noqa: F401
 
-MANYTHINGS_URL = "https://www.manythings.org/anki/{pair}.zip"
 ATTRIBUTION = ("Sentence pairs from the Tatoeba Project (tatoeba.org), packaged by manythings.org/anki; "
                "license CC-BY 2.0 (France).")
-DATA_DIR_VARIABLE = "ZOO_DATA_DIR"
-CACHE_DIR_VARIABLE = "ZOO_CACHE_DIR"
 BOM = b"\xef\xbb\xbf"
 DROP_REASONS = ("blank", "no_tab", "bad_columns", "empty_side", "invalid_utf8", "duplicate")
 REPAIRS = ("bom", "crlf")
-_PAIR = re.compile(r"^[a-z]{2,8}-[a-z]{2,8}$")
 
 
 @dataclasses.dataclass
@@ -55,7 +51,7 @@ class PairFile:
 
 
 def check_pair(pair: str) -> str:
-    if not isinstance(pair, str) or not _PAIR.match(pair):
+    if not isinstance(pair, str) or not PAIR_PATTERN.match(pair):
         raise ConfigError(f"data.pair={pair!r} is not valid: expected a manythings.org pair name like "
                           f"'fra-eng' or 'deu-eng' (the file is <pair>.zip).")
     return pair
@@ -64,16 +60,6 @@ def check_pair(pair: str) -> str:
 def pair_language(pair: str) -> str:
     """``"fra-eng" -> "fra"``: the name of the ``.txt`` inside the zip."""
     return check_pair(pair).split("-")[0]
-
-
-def default_cache_dir() -> Path:
-    """``$ZOO_CACHE_DIR`` or ``~/.cache/attention-zoo``; downloads go to its ``data/``."""
-    root = os.environ.get(CACHE_DIR_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "attention-zoo")
-    return Path(root) / "data"
-
-
-def candidate_names(pair: str) -> List[str]:
-    return [f"{pair}.zip", f"{pair}.txt", f"{pair_language(pair)}.txt"]
 
 
 def resolve_path(path: Optional[str] = None, pair: str = "fra-eng", download: bool = False,
@@ -95,24 +81,13 @@ def resolve_path(path: Optional[str] = None, pair: str = "fra-eng", download: bo
             f"data.path={path} does not exist (looked at {resolved.absolute()}; relative paths are relative to the "
             f"working directory {os.getcwd()}). Put the manythings.org file there ({source_url}, or the .txt inside "
             f"it), or point data.path at it.")
-    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else default_cache_dir()
-    folders = []
-    if os.environ.get(DATA_DIR_VARIABLE):
-        folders.append(Path(os.path.expanduser(os.environ[DATA_DIR_VARIABLE])))
-    folders.append(cache)
-    for folder in folders:
-        for name in candidate_names(pair):
-            if (folder / name).is_file():
-                return folder / name
+    found = find_pair_file(pair, cache_dir)
+    if found is not None:
+        return found
     if download:
+        cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
         return fetch_pair(pair, cache, url=source_url, sha256=sha256)
-    data_dir = os.environ.get(DATA_DIR_VARIABLE)
-    where = f"${DATA_DIR_VARIABLE} ({data_dir})" if data_dir else f"${DATA_DIR_VARIABLE} (not set)"
-    raise CorpusNotFoundError(
-        f"The Tatoeba corpus '{pair}' was not found: looked for {', '.join(candidate_names(pair))} in {where} and in "
-        f"the cache {cache}. Download {source_url} and put {pair}.zip in a folder named by ${DATA_DIR_VARIABLE}, "
-        f"or pass data.path=<path to {pair}.zip or {pair_language(pair)}.txt>, or pass data.download=true to fetch "
-        f"it into the cache.")
+    raise CorpusNotFoundError(pair_not_found(pair, cache_dir, source_url))
 
 
 def fetch_pair(pair: str, cache_dir, url: Optional[str] = None, sha256: Optional[str] = None,
