@@ -162,8 +162,11 @@ PAIR_PATTERN = re.compile(r"^[a-z]{2,8}-[a-z]{2,8}$")  # a manythings.org pair n
 MANYTHINGS_URL = "https://www.manythings.org/anki/{pair}.zip"
 
 
-def corpus_cache_dir() -> Path:
-    """``$ZOO_CACHE_DIR`` or ``~/.cache/attention-zoo``; downloads go to its ``data/``."""
+def corpus_cache_dir(cache_dir: Optional[str] = None) -> Path:
+    """``cache_dir`` (``data.cache_dir``) if given, else ``$ZOO_CACHE_DIR`` or ``~/.cache/attention-zoo``,
+    its ``data/``; downloads go there."""
+    if cache_dir:
+        return Path(os.path.expanduser(str(cache_dir)))
     root = os.environ.get(CACHE_DIR_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "attention-zoo")
     return Path(root) / "data"
 
@@ -175,7 +178,7 @@ def pair_file_names(pair: str) -> List[str]:
 
 def find_pair_file(pair: str, cache_dir: Optional[str] = None) -> Optional[Path]:
     """The first of ``pair_file_names`` in ``$ZOO_DATA_DIR``, then in the cache directory; None if none is."""
-    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
+    cache = corpus_cache_dir(cache_dir)
     folders = [Path(os.path.expanduser(os.environ[DATA_DIR_VARIABLE]))] if os.environ.get(DATA_DIR_VARIABLE) else []
     for folder in [*folders, cache]:
         for name in pair_file_names(pair):
@@ -186,7 +189,7 @@ def find_pair_file(pair: str, cache_dir: Optional[str] = None) -> Optional[Path]
 
 def pair_not_found(pair: str, cache_dir: Optional[str] = None, url: Optional[str] = None) -> str:
     """What ``find_pair_file`` looked for and where, and the three ways to provide the file."""
-    cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
+    cache = corpus_cache_dir(cache_dir)
     data_dir = os.environ.get(DATA_DIR_VARIABLE)
     where = f"${DATA_DIR_VARIABLE} ({data_dir})" if data_dir else f"${DATA_DIR_VARIABLE} (not set)"
     names = pair_file_names(pair)

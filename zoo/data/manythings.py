@@ -85,8 +85,7 @@ def resolve_path(path: Optional[str] = None, pair: str = "fra-eng", download: bo
     if found is not None:
         return found
     if download:
-        cache = Path(os.path.expanduser(str(cache_dir))) if cache_dir else corpus_cache_dir()
-        return fetch_pair(pair, cache, url=source_url, sha256=sha256)
+        return fetch_pair(pair, corpus_cache_dir(cache_dir), url=source_url, sha256=sha256)
     raise CorpusNotFoundError(pair_not_found(pair, cache_dir, source_url))
 
 
