@@ -25,15 +25,35 @@ SERVED_CODE = Path(__file__).resolve().parent / "pyfunc_model.py"
 
 def log_pyfunc(saved_dir: str) -> None:
     """Logs ``model/``: a pyfunc that serves the SavedModel (DataFrame ``source`` -> translations)."""
-    import mlflow
     import pandas as pd
     from mlflow.models import infer_signature
 
     signature = infer_signature(pd.DataFrame({"source": ["9 may 2018"]}), pd.Series(["2018-05-09"], name="translation"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # MLflow's hints about type hints and input examples
-        mlflow.pyfunc.log_model(name="model", python_model=str(SERVED_CODE), artifacts={"saved_model": saved_dir},
-                                pip_requirements=pyfunc_requirements(), signature=signature)
+    _log_model(SERVED_CODE, saved_dir, signature)
+
+
+def _log_model(code: Path, saved_dir: str, signature) -> None:
+    """``mlflow.pyfunc.log_model`` of ``code`` over the SavedModel, without MLflow's chatter in the
+    training output: its hints about input examples, and the progress bar of the SavedModel's copy
+    into the model's folder (a local copy of a few files, labelled "Downloading artifacts")."""
+    import os
+
+    import mlflow
+    from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
+
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    before = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
+                                    pip_requirements=pyfunc_requirements(), signature=signature)
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 READER_CODE = Path(__file__).resolve().parent / "reader_pyfunc_model.py"
@@ -42,14 +62,10 @@ READER_CODE = Path(__file__).resolve().parent / "reader_pyfunc_model.py"
 def log_reader_pyfunc(saved_dir: str) -> None:
     """Logs ``model/`` for a story-QA run: a pyfunc over the SavedModel (DataFrame ``story``,
     ``question`` -> answers)."""
-    import mlflow
     import pandas as pd
     from mlflow.models import infer_signature
 
     example = pd.DataFrame({"story": ["Mary moved to the bathroom.\nJohn went to the hallway."],
                             "question": ["Where is Mary?"]})
     signature = infer_signature(example, pd.Series(["bathroom"], name="answer"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        mlflow.pyfunc.log_model(name="model", python_model=str(READER_CODE), artifacts={"saved_model": saved_dir},
-                                pip_requirements=pyfunc_requirements(), signature=signature)
+    _log_model(READER_CODE, saved_dir, signature)

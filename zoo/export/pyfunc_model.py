@@ -19,7 +19,9 @@ class SavedModelTranslator(mlflow.pyfunc.PythonModel):
         self._tf = tf
         self._model = tf.saved_model.load(context.artifacts["saved_model"])
 
-    def predict(self, context, model_input, params=None):
+    # The hint names what the signature declares (MLflow validates nothing for a DataFrame hint and,
+    # with a hint, does not warn that one is missing); a list of strings is taken as well.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.Series:
         if isinstance(model_input, pd.DataFrame):
             column = "source" if "source" in model_input.columns else model_input.columns[0]
             texts = model_input[column]
