@@ -1,4 +1,5 @@
-"""The spine, end to end: train -> MLflow run -> SavedModel in a fresh process -> evaluate.py.
+"""The spine, end to end: train -> MLflow run -> SavedModel in a fresh process -> evaluate.py (as a
+subprocess where the entry point is the subject, in this process where an option is).
 
 One small real training run (a few thousand dates, ~half a minute) is shared by the tests.
 """
@@ -165,13 +166,20 @@ def test_evaluate_py_reproduces_the_run_metric(trained):
     assert abs(history[-1].value - before) <= 0.001
 
 
-def test_evaluate_py_on_a_bare_directory_logs_a_new_run(trained):
+def evaluate_here(trained, monkeypatch, overrides):
+    """``python evaluate.py <overrides>`` in this process (the entry point itself runs as a subprocess
+    in the tests above and below): its config composed by Hydra, in the run's working directory."""
+    from zoo.evaluation.evaluate import evaluate
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", trained["uri"])
+    monkeypatch.chdir(trained["workdir"])
+    evaluate(compose(overrides, config_name="evaluate"))
+
+
+def test_evaluate_on_a_bare_directory_logs_a_new_run(trained, monkeypatch):
     import mlflow
 
-    saved = trained["artifacts"] / "saved_model"
-    result = run_python([str(ROOT / "evaluate.py"), f"saved_model={saved}", "split=val"], cwd=trained["workdir"],
-                        env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
-    assert result.returncode == 0, result.stderr[-3000:]
+    evaluate_here(trained, monkeypatch, [f"saved_model={trained['artifacts'] / 'saved_model'}", "split=val"])
     mlflow.set_tracking_uri(trained["uri"])
     runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"])
     assert len(runs) == 1 and runs["status"][0] == "FINISHED"
@@ -179,14 +187,12 @@ def test_evaluate_py_on_a_bare_directory_logs_a_new_run(trained):
     assert runs["metrics.val_exact_match"][0] == pytest.approx(val, abs=0.001)
 
 
-def test_evaluate_py_with_beam_search_a_model_uri_and_a_paired_bootstrap(trained):
+def test_evaluate_with_beam_search_a_model_uri_and_a_paired_bootstrap(trained, monkeypatch):
     import mlflow
 
     run_id = trained["result"]["run_id"]
-    result = run_python([str(ROOT / "evaluate.py"), f"model_uri=runs:/{run_id}/model", "decoding.strategy=beam",
-                         "decoding.beam_size=3", f"compare_to={run_id}", "bootstrap_samples=200"],
-                        cwd=trained["workdir"], env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
-    assert result.returncode == 0, result.stderr[-3000:]
+    evaluate_here(trained, monkeypatch, [f"model_uri=runs:/{run_id}/model", "decoding.strategy=beam",
+                                         "decoding.beam_size=3", f"compare_to={run_id}", "bootstrap_samples=200"])
     mlflow.set_tracking_uri(trained["uri"])
     runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"],
                               filter_string="tags.`zoo.eval.decoding.strategy` = 'beam'")
