@@ -39,18 +39,28 @@ def test_a_bad_search_command_line_is_one_clear_error(argv, message):
         space(options(argv)[1])
 
 
-def _search(tmp_path, *args):
+def _search(tmp_path, *args, here=None):
+    """``python -m zoo.search`` over a tiny luong; with ``here`` (a ``MonkeyPatch``), ``zoo.search.main``
+    in this process (TensorFlow is loaded already)."""
     uri = empty_store(tmp_path)
-    result = run_python(["-m", "zoo.search", "model=luong", "debug=smoke",
-                         f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false", *args],
-                        cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
-    assert result.returncode == 0, result.stderr[-3000:]
+    argv = ["model=luong", "debug=smoke", f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false", *args]
+    if here:
+        from zoo.search import main
+
+        here.setenv("MLFLOW_TRACKING_URI", uri)
+        here.chdir(tmp_path)
+        assert main(argv) == 0
+        stdout = None
+    else:
+        result = run_python(["-m", "zoo.search", *argv], cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
+        assert result.returncode == 0, result.stderr[-3000:]
+        stdout = result.stdout
     client = mlflow.MlflowClient(uri)
     experiment = client.get_experiment_by_name("attention-zoo").experiment_id
     parent = client.search_runs([experiment], "tags.zoo.kind = 'search'")
     assert len(parent) == 1
     children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent[0].info.run_id}'")
-    return client, parent[0], children, result.stdout
+    return client, parent[0], children, stdout
 
 
 @pytest.mark.slow
@@ -70,7 +80,7 @@ def test_every_trial_is_a_child_run_and_the_parent_logs_the_best_trial_and_optun
 
 
 @pytest.mark.slow
-def test_a_trial_below_the_median_of_earlier_trials_is_pruned_and_its_run_ends_killed(tmp_path):
+def test_a_trial_below_the_median_of_earlier_trials_is_pruned_and_its_run_ends_killed(tmp_path, monkeypatch):
     # Earlier trials of the same study (kept in an Optuna storage) reached 1.0 after epoch 1; a smoke
     # run's validation exact match after epoch 1 is 0, below their median: the pruner stops it there.
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -81,7 +91,7 @@ def test_a_trial_below_the_median_of_earlier_trials_is_pruned_and_its_run_ends_k
             distributions={"model.attention": optuna.distributions.CategoricalDistribution(["dot", "general"])}))
     client, parent, children, stdout = _search(tmp_path, "model.attention=dot,general", "search.trials=1",
                                                f"search.storage={storage}", "search.study_name=dates",
-                                               "search.warmup_epochs=0")
+                                               "search.warmup_epochs=0", here=monkeypatch)
     assert len(children) == 1
     child = children[0]
     assert child.info.status == "KILLED"
