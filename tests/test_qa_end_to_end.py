@@ -1,5 +1,5 @@
 """Story QA end to end: train.py on data=story_qa -> MLflow run -> SavedModel in a fresh process ->
-evaluate.py -> pyfunc -> zoo.compare. One small real run (a memory network, seconds) is shared."""
+evaluate (in this process) -> pyfunc -> zoo.compare. One small real run (a memory network, seconds) is shared."""
 
 import csv
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose, empty_store, run_python
+from conftest import compose, empty_store, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -115,12 +115,16 @@ def test_saved_model_answers_in_a_fresh_process_like_the_run(trained, tmp_path):
     assert all(abs(v - 1.0) < 1e-4 for row in sums[:40] for v in row)
 
 
-def test_evaluate_py_reproduces_the_run_metric(trained):
+def test_evaluate_reproduces_the_run_metric(trained, monkeypatch, capsys):
+    """evaluate on a story-QA run, in this process (tests/test_end_to_end.py runs ``evaluate.py``)."""
+    from zoo.evaluation.evaluate import evaluate
+
     client, run_id = trained["client"], trained["result"]["run_id"]
-    result = run_python([str(ROOT / "evaluate.py"), f"run_id={run_id}"], cwd=trained["workdir"],
-                        env_extra={"MLFLOW_TRACKING_URI": trained["uri"]})
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "single_fact" in result.stdout and "evidence" in result.stdout
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", trained["uri"])
+    monkeypatch.chdir(trained["workdir"])
+    evaluate(compose([f"run_id={run_id}"], config_name="evaluate"))
+    printed = capsys.readouterr().out
+    assert "single_fact" in printed and "evidence" in printed
     history = client.get_metric_history(run_id, "test_accuracy")
     assert len(history) == 2 and history[-1].value == pytest.approx(history[0].value)
     evidence = client.get_metric_history(run_id, "test_evidence")

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, run_python
+from conftest import ROOT, compose, run_python
 
 
 def _free_port() -> int:
@@ -58,7 +58,8 @@ def mlflow_server(tmp_path):
 
 
 @pytest.mark.slow
-def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_server(mlflow_server, tmp_path):
+def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_server(mlflow_server, tmp_path, monkeypatch,
+                                                                                   capsys):
     import mlflow
 
     # `mlflow run` starts `python train.py`: the python of this interpreter's environment.
@@ -86,10 +87,13 @@ def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_serv
 
     version = client.get_model_version_by_alias("zoo-luong", "current")
     assert version.run_id == run.info.run_id and version.version == "1"
-    evaluated = run_python([str(ROOT / "evaluate.py"), "model_uri=models:/zoo-luong@current", "log=false",
-                            "perplexity=false"], cwd=tmp_path, env_extra=env)
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    assert "test_exact_match" in evaluated.stdout
+    # The alias resolves through the server (evaluate in this process; tests/test_end_to_end.py runs evaluate.py).
+    from zoo.evaluation.evaluate import evaluate
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    monkeypatch.chdir(tmp_path)
+    evaluate(compose(["model_uri=models:/zoo-luong@current", "log=false", "perplexity=false"], config_name="evaluate"))
+    assert "test_exact_match" in capsys.readouterr().out
 
     rerun = run_python([str(ROOT / "train.py"), "--from-run", run.info.run_id], cwd=tmp_path, env_extra=env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
