@@ -56,6 +56,24 @@ def empty_store(directory) -> str:
     return f"sqlite:///{db}"
 
 
+# MLflow's fluent API writes these into os.environ (set_tracking_uri, set_experiment), for subprocesses;
+# zoo.tracking.resolve_tracking_uri reads MLFLOW_TRACKING_URI first. A test (or module fixture) that
+# points MLflow at its own store would leave the later tests of its worker logging there.
+_MLFLOW_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID")
+_MLFLOW_ENVIRONMENT = {name: os.environ.get(name) for name in _MLFLOW_VARIABLES}
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_environment_as_at_start():
+    """After each test, the MLflow variables are as the session found them."""
+    yield
+    for name, value in _MLFLOW_ENVIRONMENT.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch):
     """A new SQLite tracking store (``empty_store``); returns its URI. The working directory is ``tmp_path``."""

@@ -63,3 +63,30 @@ def test_tracking_logs_the_scores_and_files_it_is_handed(mlflow_store, tmp_path)
     assert data.tags["zoo.bleu_signature"] == "nrefs:1|case:mixed"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"predictions.csv", "by_length"}
     assert [a.path for a in client.list_artifacts(run.info.run_id, "by_length")] == ["by_length/test.csv"]
+
+
+def test_a_second_run_in_the_process_goes_to_its_own_tracking_uri(tmp_path, monkeypatch):
+    """``mlflow.set_tracking_uri`` writes ``MLFLOW_TRACKING_URI`` into the environment, which
+    ``resolve_tracking_uri`` reads first: two runs in one process (a notebook) with two
+    ``tracking.uri`` both went to the first store. The environment is left as the user set it."""
+    import mlflow
+
+    from zoo.tracking import mlflow_run, resolve_tracking_uri
+
+    from conftest import empty_store
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    first, second = empty_store(tmp_path / "a"), empty_store(tmp_path / "b")
+    ids = []
+    for uri in (first, second):
+        with mlflow_run(resolve_tracking_uri(uri), "notebook") as run:
+            ids.append(run.info.run_id)
+        assert "MLFLOW_TRACKING_URI" not in os.environ
+    for uri, run_id in zip((first, second), ids):
+        assert [r.info.run_id for r in mlflow.MlflowClient(uri).search_runs(
+            [mlflow.MlflowClient(uri).get_experiment_by_name("notebook").experiment_id])] == [run_id]
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", second)  # the user's own choice still wins, and stays
+    with mlflow_run(resolve_tracking_uri(first), "notebook"):
+        pass
+    assert os.environ["MLFLOW_TRACKING_URI"] == second

@@ -39,7 +39,7 @@ from zoo.config import compare_problems, print_errors
 from zoo.evaluation.by_length import columns, read_csv
 from zoo.evaluation.evaluate import evaluate
 from zoo.plots import metric_by_length
-from zoo.tracking import mlflow_run, resolve_tracking_uri
+from zoo.tracking import mlflow_run, resolve_tracking_uri, use_tracking_uri
 
 COMPARISON_KIND = "comparison"
 SWEEP_KIND = "sweep"
@@ -59,7 +59,7 @@ def newest_runs(experiment="attention-zoo", data=None, metric="test_exact_match"
     """
     import mlflow
 
-    mlflow.set_tracking_uri(resolve_tracking_uri(uri))
+    use_tracking_uri(resolve_tracking_uri(uri))
     runs = mlflow.search_runs(experiment_names=[experiment], filter_string="attributes.status = 'FINISHED'",
                               order_by=["attributes.start_time DESC"])
     if runs.empty:

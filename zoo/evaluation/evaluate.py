@@ -14,7 +14,7 @@ from zoo.config import CONF_DIR, ConfigError, data_name, options, quiet_tensorfl
 from zoo.evaluation.report import log_outputs
 from zoo.evaluation.scoring import score_split
 from zoo.metrics.paired_bootstrap import paired_bootstrap_bleu
-from zoo.tracking import mlflow_run, resolve_tracking_uri, ui_command
+from zoo.tracking import mlflow_run, resolve_tracking_uri, ui_command, use_tracking_uri
 
 SHADES = " .:-=+*#%@"
 
@@ -132,7 +132,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
     from zoo.data import load_task
 
     uri = resolve_tracking_uri(cfg.tracking.uri)
-    mlflow.set_tracking_uri(uri)
+    use_tracking_uri(uri)
     overrides = {k: v for k, v in OmegaConf.to_container(cfg.decoding).items() if v is not None}
     with tempfile.TemporaryDirectory() as workdir:
         saved_dir, log_run_id = fetch_saved_model(cfg, uri, workdir)

@@ -111,7 +111,6 @@ def format_table(metrics: Dict[str, float], kinds: Sequence[str], prefix: str = 
 def evaluate_qa(cfg, saved_dir: str, model_config, data_cfg, log_run_id, uri: str, workdir: str) -> Dict[str, float]:
     """``evaluate.py`` on a story-QA SavedModel: scores ``cfg.split`` of ``data_cfg`` and logs
     ``<split>_*`` to the run (``run_id``) or to a new run of ``<experiment>-evaluation``."""
-    import mlflow
     import tensorflow as tf
 
     from zoo.config import ConfigError
@@ -142,7 +141,6 @@ def evaluate_qa(cfg, saved_dir: str, model_config, data_cfg, log_run_id, uri: st
             word_attention = bool(np.any([np.any(w) for w in outputs["word_attention"][:10]]))
             log_qa_outputs(cfg.split, examples, metrics, outputs, int(cfg.tracking.attention_plots),
                            int(cfg.tracking.predictions), workdir, word_attention)
-        mlflow.set_tracking_uri(uri)
         print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}
 

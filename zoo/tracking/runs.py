@@ -39,6 +39,22 @@ def resolve_tracking_uri(uri: Optional[str]) -> str:
     return uri
 
 
+def use_tracking_uri(uri: str) -> None:
+    """``mlflow.set_tracking_uri(uri)``, leaving ``os.environ`` as it was.
+
+    MLflow also writes the URI into ``MLFLOW_TRACKING_URI`` (for subprocesses), which
+    ``resolve_tracking_uri`` reads first: a second run in the same process (a notebook, a test
+    worker) with another ``tracking.uri`` would log into the first run's store."""
+    import mlflow
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    if before is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before
+
+
 def ui_command(uri: str) -> str:
     """The command that opens the MLflow UI on this store."""
     if uri.startswith(("http://", "https://")):
@@ -177,7 +193,7 @@ def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = Non
         tags = {**(tags or {}), "mlflow.parentRunId": sweep_parent_id()}
     _quiet_mlflow()
     _prepare_store(tracking_uri)
-    mlflow.set_tracking_uri(tracking_uri)
+    use_tracking_uri(tracking_uri)
     if run_id is None and os.environ.get(MLFLOW_RUN_VARIABLE):
         run_id = os.environ[MLFLOW_RUN_VARIABLE]
         tags = {**(tags or {}), **({"mlflow.runName": run_name} if run_name else {})}
