@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS = [
     ["zoo.errors"],
-    ["zoo.registry", "zoo.checks", "zoo.tokens"],
+    ["zoo.registry", "zoo.checks", "zoo.tokens", "zoo.environ"],
     ["zoo.catalog", "zoo.store"],
     ["zoo.config", "zoo.metrics"],
     ["zoo.data"],

@@ -6,8 +6,11 @@ this module logs it (with the SavedModel as its artifact) to the active run.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
+
+from zoo.environ import restored
 
 SERVED_WITH = ("tensorflow", "tensorflow-text", "mlflow", "pandas")  # what pyfunc_model.py imports
 
@@ -36,24 +39,14 @@ def _log_model(code: Path, saved_dir: str, signature) -> None:
     """``mlflow.pyfunc.log_model`` of ``code`` over the SavedModel, without MLflow's chatter in the
     training output: its hints about input examples, and the progress bar of the SavedModel's copy
     into the model's folder (a local copy of a few files, labelled "Downloading artifacts")."""
-    import os
-
     import mlflow
     from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 
-    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
-    before = os.environ.get(name)
-    os.environ[name] = "false"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
-                                    pip_requirements=pyfunc_requirements(), signature=signature)
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+    with restored(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name), warnings.catch_warnings():
+        os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
+        warnings.simplefilter("ignore", UserWarning)
+        mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
+                                pip_requirements=pyfunc_requirements(), signature=signature)
 
 
 READER_CODE = Path(__file__).resolve().parent / "reader_pyfunc_model.py"

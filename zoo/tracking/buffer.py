@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+from zoo.environ import restored
+
 FILE_NAME = "unlogged_metrics.jsonl"
 TIMEOUT_SECONDS = "5"
 
@@ -27,17 +29,10 @@ TIMEOUT_SECONDS = "5"
 @contextlib.contextmanager
 def _one_quick_try() -> Iterator[None]:
     """MLflow's HTTP client without retries and with a short timeout, for the calls inside."""
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
-    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = TIMEOUT_SECONDS
-    try:
+    with restored("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = TIMEOUT_SECONDS
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class MetricBuffer:

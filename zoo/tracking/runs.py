@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.config import flatten, redacted
+from zoo.environ import restored
 
 MAX_PARAM_LENGTH = 6000
 # Set by a sweep (``zoo.sweep.SweepCallback``) for its jobs: each job's run becomes a child of this run.
@@ -47,12 +48,8 @@ def use_tracking_uri(uri: str) -> None:
     worker) with another ``tracking.uri`` would log into the first run's store."""
     import mlflow
 
-    before = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    if before is None:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = before
+    with restored("MLFLOW_TRACKING_URI"):
+        mlflow.set_tracking_uri(uri)
 
 
 def ui_command(uri: str) -> str:
