@@ -83,6 +83,16 @@ def mlflow_store(tmp_path, monkeypatch):
     return uri
 
 
+def evaluate_here(monkeypatch, uri, workdir, overrides):
+    """``python evaluate.py <overrides>`` in this process (TensorFlow is loaded already; each entry
+    point keeps its own subprocess tests): the config Hydra composes, the store ``uri``, in ``workdir``."""
+    from zoo.evaluation.evaluate import evaluate
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(workdir)
+    return evaluate(compose(overrides, config_name="evaluate"))
+
+
 def run_python(args, cwd=None, env_extra=None, timeout=600):
     """Runs ``python <args>`` in a subprocess with this interpreter; returns CompletedProcess."""
     import subprocess

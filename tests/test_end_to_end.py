@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose, empty_store, run_python
+from conftest import ROOT, compose, empty_store, evaluate_here, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -166,20 +166,11 @@ def test_evaluate_py_reproduces_the_run_metric(trained):
     assert abs(history[-1].value - before) <= 0.001
 
 
-def evaluate_here(trained, monkeypatch, overrides):
-    """``python evaluate.py <overrides>`` in this process (the entry point itself runs as a subprocess
-    in the tests above and below): its config composed by Hydra, in the run's working directory."""
-    from zoo.evaluation.evaluate import evaluate
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", trained["uri"])
-    monkeypatch.chdir(trained["workdir"])
-    evaluate(compose(overrides, config_name="evaluate"))
-
-
 def test_evaluate_on_a_bare_directory_logs_a_new_run(trained, monkeypatch):
     import mlflow
 
-    evaluate_here(trained, monkeypatch, [f"saved_model={trained['artifacts'] / 'saved_model'}", "split=val"])
+    evaluate_here(monkeypatch, trained["uri"], trained["workdir"],
+                  [f"saved_model={trained['artifacts'] / 'saved_model'}", "split=val"])
     mlflow.set_tracking_uri(trained["uri"])
     runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"])
     assert len(runs) == 1 and runs["status"][0] == "FINISHED"
@@ -191,8 +182,9 @@ def test_evaluate_with_beam_search_a_model_uri_and_a_paired_bootstrap(trained, m
     import mlflow
 
     run_id = trained["result"]["run_id"]
-    evaluate_here(trained, monkeypatch, [f"model_uri=runs:/{run_id}/model", "decoding.strategy=beam",
-                                         "decoding.beam_size=3", f"compare_to={run_id}", "bootstrap_samples=200"])
+    evaluate_here(monkeypatch, trained["uri"], trained["workdir"],
+                  [f"model_uri=runs:/{run_id}/model", "decoding.strategy=beam", "decoding.beam_size=3",
+                   f"compare_to={run_id}", "bootstrap_samples=200"])
     mlflow.set_tracking_uri(trained["uri"])
     runs = mlflow.search_runs(experiment_names=["attention-zoo-evaluation"],
                               filter_string="tags.`zoo.eval.decoding.strategy` = 'beam'")

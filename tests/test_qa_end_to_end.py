@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose, empty_store, run_python
+from conftest import compose, empty_store, evaluate_here, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -117,12 +117,8 @@ def test_saved_model_answers_in_a_fresh_process_like_the_run(trained, tmp_path):
 
 def test_evaluate_reproduces_the_run_metric(trained, monkeypatch, capsys):
     """evaluate on a story-QA run, in this process (tests/test_end_to_end.py runs ``evaluate.py``)."""
-    from zoo.evaluation.evaluate import evaluate
-
     client, run_id = trained["client"], trained["result"]["run_id"]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", trained["uri"])
-    monkeypatch.chdir(trained["workdir"])
-    evaluate(compose([f"run_id={run_id}"], config_name="evaluate"))
+    evaluate_here(monkeypatch, trained["uri"], trained["workdir"], [f"run_id={run_id}"])
     printed = capsys.readouterr().out
     assert "single_fact" in printed and "evidence" in printed
     history = client.get_metric_history(run_id, "test_accuracy")

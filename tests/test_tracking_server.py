@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, compose, run_python
+from conftest import ROOT, evaluate_here, run_python
 
 
 def _free_port() -> int:
@@ -88,11 +88,8 @@ def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_serv
     version = client.get_model_version_by_alias("zoo-luong", "current")
     assert version.run_id == run.info.run_id and version.version == "1"
     # The alias resolves through the server (evaluate in this process; tests/test_end_to_end.py runs evaluate.py).
-    from zoo.evaluation.evaluate import evaluate
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    monkeypatch.chdir(tmp_path)
-    evaluate(compose(["model_uri=models:/zoo-luong@current", "log=false", "perplexity=false"], config_name="evaluate"))
+    evaluate_here(monkeypatch, mlflow_server, tmp_path,
+                  ["model_uri=models:/zoo-luong@current", "log=false", "perplexity=false"])
     assert "test_exact_match" in capsys.readouterr().out
 
     rerun = run_python([str(ROOT / "train.py"), "--from-run", run.info.run_id], cwd=tmp_path, env_extra=env)

@@ -17,9 +17,9 @@ from conftest import ROOT, compose, empty_store
 pytestmark = pytest.mark.slow
 
 # Both kinds of sequence model: attention only (transformer) and a recurrent decoder with attention and
-# input feeding (luong: the richest RNN state). Each case is two training processes and one training in the
-# test's own process, on 2 cores; the
-# other RNN models are built and trained by the same code, tested in one process.
+# input feeding (luong: the richest RNN state). Each case is two training processes and the one-worker
+# reference trained in the test's own process, on 2 cores; the other RNN models are built and trained by
+# the same code, tested in one process.
 # Tiny sizes; dropout off: each worker draws its own masks, so only then are the losses those of one worker.
 TINY = {"luong": ["model.embed_dim=8", "model.hidden_size=8", "model.dropout=0.0", "model.input_feeding=true"],
         "transformer": ["model.embed_dim=8", "model.intermediate_dim=16", "model.num_layers=1", "model.num_heads=2",

@@ -19,7 +19,7 @@ class SavedModelReader(mlflow.pyfunc.PythonModel):
         self._tf = tf
         self._model = tf.saved_model.load(context.artifacts["saved_model"])
 
-    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.Series:  # pyfunc_model.py: why
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.Series:  # the hint: see pyfunc_model.py
         frame = pd.DataFrame(model_input)
         missing = [c for c in ("story", "question") if c not in frame.columns]
         if missing:
