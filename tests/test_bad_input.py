@@ -67,7 +67,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["trainer.strategy=horovod"], ["trainer.strategy=horovod", "mirrored"]),
     (["trainer.precision=float8"], ["trainer.precision=float8", "mixed_bfloat16"]),
     (["trainer.device=tpu"], ["trainer.device=tpu", "auto, cpu, gpu"]),
-    (["trainer.keep_checkpoints=0"], ["trainer.keep_checkpoints=0", ">= 1"]),
+    (["trainer.keep_checkpoints=0", "trainer.intra_op_threads=0"],
+     ["trainer.keep_checkpoints=0", ">= 1", "trainer.intra_op_threads=0", "positive integer or null"]),
     (["model.attention=nope"], ["model.attention=nope", "Available: additive"]),
     (["model=transformer", "model.attention=dot"], ["model.attention", "no attention to choose"]),
     (["model.attention=self_attentive"], ["model.attention=self_attentive", "alignment"]),
@@ -106,7 +107,8 @@ EVALUATE = [
 
 
 TOOLS = [  # python -m <module> <arguments>
-    ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]"], ["'foo'", "train.rounds=0", "'huge'"]),
+    ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]", "inter_op_threads=0"],
+     ["'foo'", "train.rounds=0", "'huge'", "inter_op_threads=0"]),
     ("zoo.bench", ["sizes=[small]", "size.small.data.pair=xyz-eng", "decode.fixed_rounds=0"],
      ["[small] needs its corpus", "'xyz-eng' was not found", "decode.fixed_rounds=0"]),
     ("zoo.bench", ["input_wait.overrides=['model=transformer','model.num_heads=3']"],

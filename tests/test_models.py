@@ -397,7 +397,7 @@ def test_transformer_cached_decoding_equals_full_recompute_at_each_step(options)
         logits, state, attention = model.decode_step(TARGET_IN[:, t], state, memory)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), full_logits[:, t], atol=1e-5)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(attention), full_attention[:, t], atol=1e-5)
-    assert tuple(state[1].shape) == (3, 2, 4, 8)  # keys [B, H, d_k, max_length], the same at every step
+    assert tuple(state[1].shape) == (3, 2, 8, 4)  # keys [B, H, max_length, d_k], the same at every step
     assert tuple(state[2].shape) == (3, 2, 8, 4)  # values [B, H, max_length, d_k]
 
 

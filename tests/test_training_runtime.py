@@ -13,6 +13,7 @@ from conftest import compose
     ("trainer.device=tpu", "trainer.device=tpu is not valid. Available: auto, cpu, gpu"),
     ("trainer.checkpoint_every_steps=0", "trainer.checkpoint_every_steps=0 is not valid"),
     ("trainer.keep_checkpoints=0", "trainer.keep_checkpoints=0 is not valid"),
+    ("trainer.inter_op_threads=two", "trainer.inter_op_threads='two' is not valid: expected a positive integer or null"),
 ])
 def test_bad_engine_values_are_one_line(override, message):
     from zoo.training.runtime import check_trainer
@@ -46,3 +47,29 @@ def test_device_auto_says_what_it_picked_and_gpu_without_one_is_an_error(capsys)
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     reset_policy()
     assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_thread_settings_apply_in_a_fresh_process_and_are_refused_once_tensorflow_runs():
+    """``trainer.intra_op_threads`` / ``inter_op_threads`` reach TensorFlow when set before its runtime
+    starts (as ``setup`` does first); another value afterwards is one ConfigError line, not ignored."""
+    from conftest import run_python
+
+    code = ("import tensorflow as tf\n"
+            "from zoo.errors import ConfigError\n"
+            "from zoo.training.runtime import set_threads\n"
+            "set_threads(1, 2)\n"
+            "t = tf.config.threading\n"
+            "print('threads', t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads())\n"
+            "print('sum', float(tf.reduce_sum(tf.ones([3]))))\n"
+            "set_threads(1, None)\n"
+            "try:\n"
+            "    set_threads(2, None)\n"
+            "except ConfigError as error:\n"
+            "    print('refused', error)\n")
+    done = run_python(["-c", code], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "threads 1 2" in lines and "sum 3.0" in lines
+    refused = [line for line in lines if line.startswith("refused ")]
+    assert len(refused) == 1 and "trainer.intra_op_threads=2 cannot take effect" in refused[0]
+    assert "(with 1)" in refused[0] and "python train.py trainer.intra_op_threads=2" in refused[0]

@@ -275,6 +275,8 @@ def trainer_problems(trainer: Any, defaults: Optional[DictConfig] = None) -> Lis
     check.choice("trainer.strategy", catalog.STRATEGIES)
     check.choice("trainer.precision", catalog.PRECISIONS)
     check.choice("trainer.device", catalog.DEVICES)
+    check.positive_int("trainer.intra_op_threads", optional=True)
+    check.positive_int("trainer.inter_op_threads", optional=True)
     if check.get("trainer.strategy") == "multi_worker" and not os.environ.get("TF_CONFIG"):
         check.add("trainer.strategy=multi_worker needs TF_CONFIG in the environment "
                   "(the cluster and this worker's index; see README 'Scaling out').")
@@ -555,6 +557,10 @@ def bench_problems(cfg: Any) -> List[str]:
         value = OmegaConf.select(cfg, key)
         if not _is_int(value) or value < least:
             found.append(f"{key}={value!r} is not valid: expected an integer >= {least}.")
+    for key in ("intra_op_threads", "inter_op_threads"):
+        value = cfg.get(key)
+        if value is not None and (not _is_int(value) or value < 1):
+            found.append(f"{key}={value!r} is not valid: expected an integer >= 1 or null (TensorFlow's default).")
     for size in sizes:
         missing = corpus_problem(cfg.size[size].data) if size in cfg.size else None
         if missing:

@@ -35,6 +35,8 @@ def machine() -> Dict[str, object]:
             "avx512_bf16": "avx512_bf16" in flags, "amx": "amx_bf16" in flags and "amx_tile" in flags,
             "gpu": ", ".join(g.name for g in gpus) or "none", "tensorflow": tf.__version__,
             "keras": keras.__version__, "python": platform.python_version(),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),  # 0: TensorFlow's default
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -43,8 +45,11 @@ def describe(m: Dict[str, object]) -> str:
                                              ("AMX", "amx")) if m[key]) or "no AVX2"
     missing = [name for name, key in (("AVX-512", "avx512"), ("AMX", "amx")) if not m[key]]
     tail = f"; no {' or '.join(missing)}" if missing else ""
+    threads = "; ".join(f"{m[key]} {what} thread(s)" for key, what in (("intra_op_threads", "intra-op"),
+                                                                       ("inter_op_threads", "inter-op"))
+                        if m.get(key))
     return (f"{m['cpu']}, {m['cores']} cores ({isa}{tail}); GPU: {m['gpu']}; TensorFlow {m['tensorflow']}, "
-            f"Keras {m['keras']}; {m['date']}")
+            f"Keras {m['keras']}{'; ' + threads if threads else ''}; {m['date']}")
 
 
 def matmul_flops(dtype: str, n: int = 1024, repeats: int = 10) -> float:

@@ -121,7 +121,7 @@ class _DecoderLayer(_Block):
 
     def cross_keys_values(self, memory):
         """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source, heads
-        first (keys ``[B, H, d_k, Ts]``, values ``[B, H, Ts, d_k]``): no decoder step transposes them."""
+        first (``[B, H, Ts, d_k]``): no decoder step transposes them."""
         return self.cross_attention.prepare(memory, heads_first=True)
 
     def _cross(self, x, cross_keys, cross_values, cross_mask, training):
@@ -163,8 +163,8 @@ class _DecoderLayer(_Block):
         return self.feed_forward(rows, training)
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
-        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys ``[B, H, d, L]``, values
-        ``[B, H, L, d]``) get its keys/values."""
+        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys and values ``[B, H, L, d]``)
+        get its keys/values."""
         new_caches = []
 
         def attend(h):
@@ -223,8 +223,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
     ``teacher_forced`` runs all target positions at once (causal mask, no loop) and returns
     the last decoder layer's cross-attention averaged over heads, ``[B, Tt, Ts]``.
     ``decode_step`` is incremental: the decoder self-attention keys/values of earlier steps
-    sit in a cache preallocated by ``initial_state(memory, max_length)``, keys ``[B, H, d_k, L]``
-    and values ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
+    sit in a cache preallocated by ``initial_state(memory, max_length)``, keys and values
+    ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
     the cross-attention keys/values of the source are computed once in ``encode``; both are
     kept heads first, in the layouts the two products take, so a step transposes neither.
     ``attention_maps((source, target_in))`` gives every layer's per-head weights for plots.
@@ -418,8 +418,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return self._memory(memory, mask)
 
     def initial_state(self, memory, max_length=None):
-        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches: keys
-        ``[B, H, d_k, max_length]``, values ``[B, H, max_length, d_k]``.
+        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches, keys and
+        values ``[B, H, max_length, d_k]``.
 
         Every tensor has the batch first, so beam search can reorder hypotheses.
         """
@@ -427,9 +427,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
             raise ValueError("TransformerSeq2Seq.initial_state needs `max_length`, the size of its "
                              "key/value cache. Received: max_length=None")
         batch = ops.shape(memory["memory"])[0]
-        keys = ops.zeros((batch, self.num_heads, self.head_dim, max_length), dtype=self.compute_dtype)
-        values = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
-        return (ops.zeros((batch,), "int32"),) + (keys, values) * self.num_layers
+        cache = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
+        return (ops.zeros((batch,), "int32"),) + (cache, cache) * self.num_layers
 
     @property
     def feature_size(self):

@@ -53,6 +53,29 @@ def _pick_device(device: str) -> str:
     return picked
 
 
+def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.") -> None:
+    """TensorFlow's thread pools: ``intra_op`` threads within one op, ``inter_op`` ops at once (None
+    leaves TensorFlow's default). They take effect only before TensorFlow's runtime starts; a value
+    it cannot take any more is a ConfigError naming the key (``prefix``) and what runs now."""
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    for key, value, get, put in (
+            ("intra_op_threads", intra_op, threading.get_intra_op_parallelism_threads,
+             threading.set_intra_op_parallelism_threads),
+            ("inter_op_threads", inter_op, threading.get_inter_op_parallelism_threads,
+             threading.set_inter_op_parallelism_threads)):
+        if value is None:
+            continue
+        try:
+            put(int(value))
+        except RuntimeError:
+            now = get() or "TensorFlow's default"
+            raise ConfigError(f"{prefix}{key}={value} cannot take effect: TensorFlow's runtime has already started "
+                              f"in this process (with {now}); set it when the process starts, as "
+                              f"`python train.py {prefix}{key}={value}` does.") from None
+
+
 def _chief(strategy) -> tuple:
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
@@ -65,10 +88,11 @@ def _chief(strategy) -> tuple:
 
 
 def setup(trainer, seed: int) -> Runtime:
-    """Picks the device, creates the strategy, sets the precision policy and the seeds."""
+    """Sets the thread pools, picks the device, creates the strategy, sets the precision policy and the seeds."""
     import keras
     import tensorflow as tf
 
+    set_threads(trainer.get("intra_op_threads"), trainer.get("inter_op_threads"))
     device = _pick_device(str(trainer.device))
     name = str(trainer.strategy)
     if name == "multi_worker":
