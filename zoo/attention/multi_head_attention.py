@@ -223,7 +223,7 @@ class MultiHeadAttention(BaseAttention):
         written so far (``<= step``); fixed shapes, so a ``tf.while_loop`` carries the cache (as
         keras-hub's ``CachedMultiHeadAttention``). The write is a scatter of ``B H`` rows of ``d``: a
         select of the new position over the whole cache reads and writes all ``L`` slots at every
-        step (docs/performance.md: 3.5x the time at the small Transformer's sizes)."""
+        step (both caches of ``[16, 4, 64, 8]``: 73 us a step, the scatter 20; docs/performance.md)."""
         shape = ops.shape(cache_values)
         rows = shape[0] * shape[1]
         step = ops.cast(step, "int32")
