@@ -68,7 +68,7 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["trainer.precision=float8"], ["trainer.precision=float8", "mixed_bfloat16"]),
     (["trainer.device=tpu"], ["trainer.device=tpu", "auto, cpu, gpu"]),
     (["trainer.keep_checkpoints=0", "trainer.intra_op_threads=0"],
-     ["trainer.keep_checkpoints=0", ">= 1", "trainer.intra_op_threads=0", "positive integer or null"]),
+     ["trainer.keep_checkpoints=0", ">= 1", "trainer.intra_op_threads=0", "positive integer or null (default: null)"]),
     (["model.attention=nope"], ["model.attention=nope", "Available: additive"]),
     (["model=transformer", "model.attention=dot"], ["model.attention", "no attention to choose"]),
     (["model.attention=self_attentive"], ["model.attention=self_attentive", "alignment"]),

@@ -158,7 +158,8 @@ _NO_DEFAULT = object()
 def bad(key: str, value: Any, expected: str, default: Any = _NO_DEFAULT) -> str:
     """One problem line: ``key=value is not valid: expected ... (default: ...).``"""
     line = f"{key}={value!r} is not valid: expected {expected}"
-    return line + (f" (default: {default!r})." if default is not _NO_DEFAULT else ".")
+    shown = "null" if default is None else repr(default)  # as the YAML and the command line spell it
+    return line + (f" (default: {shown})." if default is not _NO_DEFAULT else ".")
 
 
 def type_problems(cfg: DictConfig, defaults: DictConfig, keys: Sequence[str]) -> List[str]:
