@@ -102,7 +102,8 @@ def run(cfg) -> Dict[str, object]:
     """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report; returns the results."""
     from zoo.training.runtime import set_threads
 
-    set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="")  # before any op runs
+    set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="",
+                command="python -m zoo.bench")  # before any op runs
     import keras
 
     import zoo.models

@@ -53,10 +53,11 @@ def _pick_device(device: str) -> str:
     return picked
 
 
-def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.") -> None:
+def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.", command: str = "python train.py") -> None:
     """TensorFlow's thread pools: ``intra_op`` threads within one op, ``inter_op`` ops at once (None
     leaves TensorFlow's default). They take effect only before TensorFlow's runtime starts; a value
-    it cannot take any more is a ConfigError naming the key (``prefix``) and what runs now."""
+    it cannot take any more is a ConfigError naming the key (``prefix``), what runs now and the
+    ``command`` that sets it at the start."""
     import tensorflow as tf
 
     threading = tf.config.threading
@@ -73,7 +74,7 @@ def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.") -> None:
             now = get() or "TensorFlow's default"
             raise ConfigError(f"{prefix}{key}={value} cannot take effect: TensorFlow's runtime has already started "
                               f"in this process (with {now}); set it when the process starts, as "
-                              f"`python train.py {prefix}{key}={value}` does.") from None
+                              f"`{command} {prefix}{key}={value}` does.") from None
 
 
 def _chief(strategy) -> tuple:
