@@ -107,8 +107,9 @@ EVALUATE = [
 
 
 TOOLS = [  # python -m <module> <arguments>
-    ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]", "inter_op_threads=0"],
-     ["'foo'", "train.rounds=0", "'huge'", "inter_op_threads=0"]),
+    ("zoo.bench", ["models=[foo,bahdanau]", "train.rounds=0", "sizes=[tiny,huge]", "inter_op_threads=0",
+                   "onednn=maybe"],
+     ["'foo'", "train.rounds=0", "'huge'", "inter_op_threads=0", "onednn='maybe'"]),
     ("zoo.bench", ["sizes=[small]", "size.small.data.pair=xyz-eng", "decode.fixed_rounds=0"],
      ["[small] needs its corpus", "'xyz-eng' was not found", "decode.fixed_rounds=0"]),
     ("zoo.bench", ["input_wait.overrides=['model=transformer','model.num_heads=3']"],

@@ -14,6 +14,7 @@ from conftest import compose
     ("trainer.checkpoint_every_steps=0", "trainer.checkpoint_every_steps=0 is not valid"),
     ("trainer.keep_checkpoints=0", "trainer.keep_checkpoints=0 is not valid"),
     ("trainer.inter_op_threads=two", "trainer.inter_op_threads='two' is not valid: expected a positive integer or null"),
+    ("trainer.onednn=sometimes", "trainer.onednn='sometimes' is not valid: expected true or false or null"),
 ])
 def test_bad_engine_values_are_one_line(override, message):
     from zoo.training.runtime import check_trainer
@@ -73,3 +74,32 @@ def test_thread_settings_apply_in_a_fresh_process_and_are_refused_once_tensorflo
     refused = [line for line in lines if line.startswith("refused ")]
     assert len(refused) == 1 and "trainer.intra_op_threads=2 cannot take effect" in refused[0]
     assert "(with 1)" in refused[0] and "python train.py trainer.intra_op_threads=2" in refused[0]
+
+
+def test_onednn_setting_reaches_tensorflow_in_a_fresh_process_and_is_refused_once_it_runs():
+    """``trainer.onednn=false`` sets ``TF_ENABLE_ONEDNN_OPTS=0`` before TensorFlow is imported, and
+    TensorFlow runs without its oneDNN kernels; asking for them afterwards is one ConfigError line
+    that names the state in force and the command, not a silent no-op."""
+    from conftest import run_python
+
+    code = ("import os\n"
+            "from zoo.errors import ConfigError\n"
+            "from zoo.training.runtime import onednn_enabled, set_onednn\n"
+            "set_onednn(False)\n"
+            "print('env', os.environ['TF_ENABLE_ONEDNN_OPTS'])\n"
+            "import tensorflow as tf\n"
+            "print('onednn', onednn_enabled())\n"
+            "print('sum', float(tf.reduce_sum(tf.ones([3]))))\n"
+            "set_onednn(False)\n"
+            "try:\n"
+            "    set_onednn(True)\n"
+            "except ConfigError as error:\n"
+            "    print('refused', error)\n")
+    done = run_python(["-c", code], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "env 0" in lines and "onednn False" in lines and "sum 3.0" in lines
+    refused = [line for line in lines if line.startswith("refused ")]
+    assert len(refused) == 1 and "trainer.onednn=true cannot take effect" in refused[0]
+    assert "(oneDNN is off in this process)" in refused[0]
+    assert "python train.py trainer.onednn=true" in refused[0]

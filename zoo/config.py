@@ -278,6 +278,7 @@ def trainer_problems(trainer: Any, defaults: Optional[DictConfig] = None) -> Lis
     check.choice("trainer.device", catalog.DEVICES)
     check.positive_int("trainer.intra_op_threads", optional=True)
     check.positive_int("trainer.inter_op_threads", optional=True)
+    check.rule("trainer.onednn", lambda v: isinstance(v, bool), "true or false", optional=True)
     if check.get("trainer.strategy") == "multi_worker" and not os.environ.get("TF_CONFIG"):
         check.add("trainer.strategy=multi_worker needs TF_CONFIG in the environment "
                   "(the cluster and this worker's index; see README 'Scaling out').")
@@ -562,6 +563,9 @@ def bench_problems(cfg: Any) -> List[str]:
         value = cfg.get(key)
         if value is not None and (not _is_int(value) or value < 1):
             found.append(f"{key}={value!r} is not valid: expected an integer >= 1 or null (TensorFlow's default).")
+    if cfg.get("onednn") is not None and not isinstance(cfg.get("onednn"), bool):
+        found.append(f"onednn={cfg.get('onednn')!r} is not valid: expected true, false or null (as the environment "
+                     f"has it: TensorFlow's default).")
     for size in sizes:
         missing = corpus_problem(cfg.size[size].data) if size in cfg.size else None
         if missing:

@@ -100,8 +100,9 @@ def _matmul_peak(cfg) -> Dict[str, float]:
 
 def run(cfg) -> Dict[str, object]:
     """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report; returns the results."""
-    from zoo.training.runtime import set_threads
+    from zoo.training.runtime import set_onednn, set_threads
 
+    set_onednn(cfg.get("onednn"), prefix="", command="python -m zoo.bench")  # before TensorFlow is imported
     set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="",
                 command="python -m zoo.bench")  # before any op runs
     import keras

@@ -16,9 +16,12 @@ from zoo.tokens import PAD_ID
 
 
 def machine() -> Dict[str, object]:
-    """The CPU (model name, cores, AVX2 / AVX-512 / AMX flags), TensorFlow and Keras versions, the date."""
+    """The CPU (model name, cores, AVX2 / AVX-512 / AMX flags), TensorFlow and Keras versions, whether
+    TensorFlow runs its oneDNN kernels, the threads, the date."""
     import keras
     import tensorflow as tf
+
+    from zoo.training.runtime import onednn_enabled
 
     flags, model = set(), platform.processor() or platform.machine()
     try:
@@ -37,6 +40,7 @@ def machine() -> Dict[str, object]:
             "keras": keras.__version__, "python": platform.python_version(),
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),  # 0: TensorFlow's default
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "onednn": onednn_enabled(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -48,8 +52,9 @@ def describe(m: Dict[str, object]) -> str:
     threads = "; ".join(f"{m[key]} {what} thread(s)" for key, what in (("intra_op_threads", "intra-op"),
                                                                        ("inter_op_threads", "inter-op"))
                         if m.get(key))
+    onednn = {True: "; oneDNN on", False: "; oneDNN off"}.get(m.get("onednn"), "")
     return (f"{m['cpu']}, {m['cores']} cores ({isa}{tail}); GPU: {m['gpu']}; TensorFlow {m['tensorflow']}, "
-            f"Keras {m['keras']}{'; ' + threads if threads else ''}; {m['date']}")
+            f"Keras {m['keras']}{onednn}{'; ' + threads if threads else ''}; {m['date']}")
 
 
 def matmul_flops(dtype: str, n: int = 1024, repeats: int = 10) -> float:

@@ -20,7 +20,7 @@ from zoo.training.data import load_data
 from zoo.training.export import export, make_translator
 from zoo.training.fit import LoopState, fit
 from zoo.training.model import build, float32_copy, weights_digest
-from zoo.training.runtime import check_trainer, reset_policy, setup
+from zoo.training.runtime import check_trainer, reset_policy, set_onednn, setup
 from zoo.training.signals import Interrupted, handle_signals
 
 
@@ -48,6 +48,7 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
         raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a "
                           f"{cfg.model.task} model.")
     quiet_tensorflow()
+    set_onednn(cfg.trainer.get("onednn"))  # read once, when TensorFlow is imported: before that
     if cfg.model.get("task") == "regression":
         from zoo.training.regression import train_regression
 

@@ -77,6 +77,37 @@ def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.", command:
                               f"`{command} {prefix}{key}={value}` does.") from None
 
 
+def onednn_enabled() -> bool:
+    """Whether this process's TensorFlow runs its oneDNN kernels (``TF_ENABLE_ONEDNN_OPTS``, read once
+    when TensorFlow starts; on by default in x86 builds)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def set_onednn(enabled=None, prefix: str = "trainer.", command: str = "python train.py") -> None:
+    """TensorFlow's oneDNN kernels on (True) or off (False); None leaves ``TF_ENABLE_ONEDNN_OPTS``
+    as the environment has it (TensorFlow's default: on in x86 builds). TensorFlow reads it once,
+    when it is imported: before that the variable is set here; after it, a value TensorFlow does
+    not run with is a ConfigError naming the key, the state in force and the ``command`` that sets it."""
+    import sys
+
+    if enabled is None:
+        return
+    if "tensorflow" not in sys.modules:
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if enabled else "0"
+        return
+    if onednn_enabled() != bool(enabled):
+        now = "on" if onednn_enabled() else "off"
+        value = "true" if enabled else "false"
+        why = ("TensorFlow was imported before it could be set" if os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+               != ("1" if enabled else "0") else "this TensorFlow build does not run oneDNN kernels on this machine")
+        fix = (f"set it when the process starts, as `{command} {prefix}onednn={value}` does" if "imported" in why
+               else f"leave {prefix}onednn=null")
+        raise ConfigError(f"{prefix}onednn={value} cannot take effect: {why} (oneDNN is {now} in this "
+                          f"process); {fix}.")
+
+
 def _chief(strategy) -> tuple:
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
@@ -93,6 +124,7 @@ def setup(trainer, seed: int) -> Runtime:
     import keras
     import tensorflow as tf
 
+    set_onednn(trainer.get("onednn"))  # a no-op or a check here: train() set it before TensorFlow started
     set_threads(trainer.get("intra_op_threads"), trainer.get("inter_op_threads"))
     device = _pick_device(str(trainer.device))
     name = str(trainer.strategy)
