@@ -97,6 +97,8 @@ EVALUATE = [
     (["model_uri=s3://bucket/model"], ["model_uri=s3://bucket/model", "runs:/<run id>/model"]),
     (["run_id={bare_run}", "split=dev"], ["split=dev", "train, val, test"]),
     (["run_id={bare_run}", "batch_size=0"], ["batch_size=0", "positive integer"]),
+    (["run_id={bare_run}", "intra_op_threads=0", "onednn=yes"],
+     ["intra_op_threads=0", "positive integer or null", "onednn='yes'", "true or false or null"]),
     (["run_id={bare_run}", "compare_to=fedcba9876543210"], ["compare_to=fedcba9876543210", "is not a run in"]),
     (["run_id={bare_run}", "decoding.top_p=0"], ["decoding.top_p=0", "(0, 1]"]),
     (["run_id={bare_run}", "decoding.strategy=nope"], ["decoding.strategy=nope", "greedy, beam, sample"]),

@@ -207,7 +207,9 @@ def test_evaluate_py_interactive_reads_stdin(trained):
 
     run_id = trained["result"]["run_id"]
     env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": trained["uri"], "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), f"run_id={run_id}", "interactive=true"],
+    # With evaluate.py's runtime settings, applied before TensorFlow starts (one thread, oneDNN off).
+    result = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), f"run_id={run_id}", "interactive=true",
+                             "intra_op_threads=1", "onednn=false"],
                             input="9 may 2018\ntue 2 jan 1979\n", capture_output=True, text=True, env=env,
                             cwd=trained["workdir"], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -439,6 +439,9 @@ def evaluate_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None) ->
     check.choice("split", ("train", "val", "test"))
     check.positive_int("batch_size")
     check.positive_int("bootstrap_samples")
+    check.positive_int("intra_op_threads", optional=True)
+    check.positive_int("inter_op_threads", optional=True)
+    check.rule("onednn", lambda v: isinstance(v, bool), "true or false", optional=True)
     if cfg.get("data") is not None and data_name(cfg.data) not in catalog.datasets():
         check.add(f"data={data_name(cfg.data)} is not valid. Available: {', '.join(catalog.datasets())} "
                   f"(default: null = the data the model was trained on)")

@@ -125,9 +125,15 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
     if cfg.split not in ("train", "val", "test"):
         raise ConfigError(f"split={cfg.split} is not valid. Available: train, val, test")
     quiet_tensorflow()
+    from zoo.training.runtime import set_onednn, set_threads
+
+    set_onednn(cfg.get("onednn"), prefix="", command="python evaluate.py")  # before TensorFlow is imported
     import mlflow
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - ops used by the SavedModel
+
+    set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="",
+                command="python evaluate.py")  # before any op runs
 
     from zoo.data import load_task
 
