@@ -77,11 +77,13 @@ def set_threads(intra_op=None, inter_op=None, prefix: str = "trainer.", command:
                               f"`{command} {prefix}{key}={value}` does.") from None
 
 
-def onednn_enabled() -> bool:
+def onednn_enabled():
     """Whether this process's TensorFlow runs its oneDNN kernels (``TF_ENABLE_ONEDNN_OPTS``, read once
-    when TensorFlow starts; on by default in x86 builds)."""
-    from tensorflow.python.util import _pywrap_util_port
-
+    when TensorFlow starts; on by default in x86 builds); None where this TensorFlow cannot say."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # a private module: a later TensorFlow may move it
+        return None
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
@@ -89,23 +91,27 @@ def set_onednn(enabled=None, prefix: str = "trainer.", command: str = "python tr
     """TensorFlow's oneDNN kernels on (True) or off (False); None leaves ``TF_ENABLE_ONEDNN_OPTS``
     as the environment has it (TensorFlow's default: on in x86 builds). TensorFlow reads it once,
     when it is imported: before that the variable is set here; after it, a value TensorFlow does
-    not run with is a ConfigError naming the key, the state in force and the ``command`` that sets it."""
+    not run with is a ConfigError naming the key, the state in force and the fix (the ``command``
+    that sets it at the start, or null where the build has no oneDNN kernels)."""
     import sys
 
     if enabled is None:
         return
+    wanted = "1" if enabled else "0"
     if "tensorflow" not in sys.modules:
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if enabled else "0"
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = wanted
         return
-    if onednn_enabled() != bool(enabled):
-        now = "on" if onednn_enabled() else "off"
-        value = "true" if enabled else "false"
-        why = ("TensorFlow was imported before it could be set" if os.environ.get("TF_ENABLE_ONEDNN_OPTS")
-               != ("1" if enabled else "0") else "this TensorFlow build does not run oneDNN kernels on this machine")
-        fix = (f"set it when the process starts, as `{command} {prefix}onednn={value}` does" if "imported" in why
-               else f"leave {prefix}onednn=null")
-        raise ConfigError(f"{prefix}onednn={value} cannot take effect: {why} (oneDNN is {now} in this "
-                          f"process); {fix}.")
+    now = onednn_enabled()
+    if now is None or now == bool(enabled):
+        return
+    value = "true" if enabled else "false"
+    if enabled and os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1":  # asked for in time, and still off
+        why, fix = "this TensorFlow build does not run oneDNN kernels on this machine", f"leave {prefix}onednn=null"
+    else:  # TensorFlow started before the variable was set
+        why, fix = ("TensorFlow was imported before it could be set",
+                    f"set it when the process starts, as `{command} {prefix}onednn={value}` does")
+    raise ConfigError(f"{prefix}onednn={value} cannot take effect: {why} (oneDNN is {'on' if now else 'off'} "
+                      f"in this process); {fix}.")
 
 
 def _chief(strategy) -> tuple:
