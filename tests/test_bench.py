@@ -105,7 +105,7 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
 
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Targets" in report and "AMX" in report
-    from zoo.training.runtime import onednn_enabled
+    from zoo.environ import onednn_enabled
 
     assert results["machine"]["onednn"] is onednn_enabled()  # what this process's TensorFlow runs
     assert ("oneDNN on" if onednn_enabled() else "oneDNN off") in report

@@ -57,7 +57,7 @@ def test_thread_settings_apply_in_a_fresh_process_and_are_refused_once_tensorflo
 
     code = ("import tensorflow as tf\n"
             "from zoo.errors import ConfigError\n"
-            "from zoo.training.runtime import set_threads\n"
+            "from zoo.environ import set_threads\n"
             "set_threads(1, 2)\n"
             "t = tf.config.threading\n"
             "print('threads', t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads())\n"
@@ -84,7 +84,7 @@ def test_onednn_setting_reaches_tensorflow_in_a_fresh_process_and_is_refused_onc
 
     code = ("import os\n"
             "from zoo.errors import ConfigError\n"
-            "from zoo.training.runtime import onednn_enabled, set_onednn\n"
+            "from zoo.environ import onednn_enabled, set_onednn\n"
             "set_onednn(False)\n"
             "print('env', os.environ['TF_ENABLE_ONEDNN_OPTS'])\n"
             "import tensorflow as tf\n"

@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from zoo.bench import measure  # noqa: E402
 from zoo.bench import report as reports  # noqa: E402
+from zoo.environ import set_onednn, set_threads  # noqa: E402
 
 
 def compose(overrides: Sequence[str] = ()):
@@ -100,8 +101,6 @@ def _matmul_peak(cfg) -> Dict[str, float]:
 
 def run(cfg) -> Dict[str, object]:
     """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report; returns the results."""
-    from zoo.training.runtime import set_onednn, set_threads
-
     set_onednn(cfg.get("onednn"), prefix="", command="python -m zoo.bench")  # before TensorFlow is imported
     set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="",
                 command="python -m zoo.bench")  # before any op runs

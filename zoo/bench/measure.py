@@ -12,6 +12,7 @@ from typing import Dict, List
 
 from zoo.bench import flops as flop_counts
 from zoo.bench import references
+from zoo.environ import onednn_enabled
 from zoo.tokens import PAD_ID
 
 
@@ -20,8 +21,6 @@ def machine() -> Dict[str, object]:
     TensorFlow runs its oneDNN kernels, the threads, the date."""
     import keras
     import tensorflow as tf
-
-    from zoo.training.runtime import onednn_enabled
 
     flags, model = set(), platform.processor() or platform.machine()
     try:

@@ -11,6 +11,7 @@ from typing import Dict, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.config import CONF_DIR, ConfigError, data_name, options, quiet_tensorflow
+from zoo.environ import set_onednn, set_threads
 from zoo.evaluation.report import log_outputs
 from zoo.evaluation.scoring import score_split
 from zoo.metrics.paired_bootstrap import paired_bootstrap_bleu
@@ -125,8 +126,6 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
     if cfg.split not in ("train", "val", "test"):
         raise ConfigError(f"split={cfg.split} is not valid. Available: train, val, test")
     quiet_tensorflow()
-    from zoo.training.runtime import set_onednn, set_threads
-
     set_onednn(cfg.get("onednn"), prefix="", command="python evaluate.py")  # before TensorFlow is imported
     import mlflow
     import tensorflow as tf

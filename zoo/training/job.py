@@ -12,6 +12,7 @@ from typing import Callable, Dict, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.config import quiet_tensorflow, redacted, validate_train
+from zoo.environ import set_onednn
 from zoo.errors import ConfigError
 from zoo.evaluation.examples import parse_examples
 from zoo.training import checkpoint, log, resume, score
@@ -20,7 +21,7 @@ from zoo.training.data import load_data
 from zoo.training.export import export, make_translator
 from zoo.training.fit import LoopState, fit
 from zoo.training.model import build, float32_copy, weights_digest
-from zoo.training.runtime import check_trainer, reset_policy, set_onednn, setup
+from zoo.training.runtime import check_trainer, reset_policy, setup
 from zoo.training.signals import Interrupted, handle_signals
 
 
