@@ -234,6 +234,15 @@ class _Checker:
             self.add(f"{key}={value} is not valid. Available: {', '.join(allowed)}{tail}")
 
 
+def process_problems(check: "_Checker", prefix: str = "") -> None:
+    """The settings TensorFlow takes once per process (``zoo.environ``), as ``train.py`` (under
+    ``trainer.``), ``evaluate.py`` and the bench name them: ``intra_op_threads``,
+    ``inter_op_threads`` (positive integers) and ``onednn`` (a bool), each null = TensorFlow's default."""
+    check.positive_int(f"{prefix}intra_op_threads", optional=True)
+    check.positive_int(f"{prefix}inter_op_threads", optional=True)
+    check.rule(f"{prefix}onednn", lambda v: isinstance(v, bool), "true or false", optional=True)
+
+
 DECODING_RULES = (  # key, test, what is allowed
     ("beam_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     ("alpha", lambda v: _is_number(v) and v >= 0, "a number >= 0"),
@@ -276,9 +285,7 @@ def trainer_problems(trainer: Any, defaults: Optional[DictConfig] = None) -> Lis
     check.choice("trainer.strategy", catalog.STRATEGIES)
     check.choice("trainer.precision", catalog.PRECISIONS)
     check.choice("trainer.device", catalog.DEVICES)
-    check.positive_int("trainer.intra_op_threads", optional=True)
-    check.positive_int("trainer.inter_op_threads", optional=True)
-    check.rule("trainer.onednn", lambda v: isinstance(v, bool), "true or false", optional=True)
+    process_problems(check, "trainer.")
     if check.get("trainer.strategy") == "multi_worker" and not os.environ.get("TF_CONFIG"):
         check.add("trainer.strategy=multi_worker needs TF_CONFIG in the environment "
                   "(the cluster and this worker's index; see README 'Scaling out').")
@@ -439,9 +446,7 @@ def evaluate_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None) ->
     check.choice("split", ("train", "val", "test"))
     check.positive_int("batch_size")
     check.positive_int("bootstrap_samples")
-    check.positive_int("intra_op_threads", optional=True)
-    check.positive_int("inter_op_threads", optional=True)
-    check.rule("onednn", lambda v: isinstance(v, bool), "true or false", optional=True)
+    process_problems(check)
     if cfg.get("data") is not None and data_name(cfg.data) not in catalog.datasets():
         check.add(f"data={data_name(cfg.data)} is not valid. Available: {', '.join(catalog.datasets())} "
                   f"(default: null = the data the model was trained on)")
@@ -562,13 +567,9 @@ def bench_problems(cfg: Any) -> List[str]:
         value = OmegaConf.select(cfg, key)
         if not _is_int(value) or value < least:
             found.append(f"{key}={value!r} is not valid: expected an integer >= {least}.")
-    for key in ("intra_op_threads", "inter_op_threads"):
-        value = cfg.get(key)
-        if value is not None and (not _is_int(value) or value < 1):
-            found.append(f"{key}={value!r} is not valid: expected an integer >= 1 or null (TensorFlow's default).")
-    if cfg.get("onednn") is not None and not isinstance(cfg.get("onednn"), bool):
-        found.append(f"onednn={cfg.get('onednn')!r} is not valid: expected true, false or null (as the environment "
-                     f"has it: TensorFlow's default).")
+    check = _Checker(cfg)
+    process_problems(check)
+    found += check.found
     for size in sizes:
         missing = corpus_problem(cfg.size[size].data) if size in cfg.size else None
         if missing:
