@@ -6,7 +6,8 @@ import keras
 from keras import ops
 
 from zoo import checks
-from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
+from zoo.attention import _products
+from zoo.attention.base_attention import BaseAttention, register_attention
 
 SCORINGS = ("scaled_dot", "dot")
 
@@ -188,17 +189,14 @@ class MultiHeadAttention(BaseAttention):
         transposes of them, which a decoder would otherwise pay at every step for its cache and the
         source's keys and values. ``before_output`` maps the heads ``[B, Tq, H, d_v]`` before ``W^O``
         (the Transformer gathers its real rows ``[N, H, d_v]`` there, so ``W^O`` runs on them only)."""
-        if heads_first:
-            scores = ops.einsum("bhqd,bhkd->bhqk", heads_major(queries), keys)
-        else:
-            scores = ops.einsum("bqhd,bkhd->bhqk", queries, keys)
+        queries = heads_major(queries)
+        if not heads_first:
+            keys, values = heads_major(keys), heads_major(values)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
-        weights = masked_softmax(scores, head_mask)
+        small = _products.is_small(queries, keys)  # which kernels run the products (``_products``)
+        weights = _products.attention_weights(queries, keys, head_mask, small)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        if heads_first:
-            heads = heads_major(ops.einsum("bhqk,bhkd->bhqd", dropped, values))  # [B, Tq, H, d_v]
-        else:
-            heads = ops.einsum("bhqk,bkhd->bqhd", dropped, values)  # [B, Tq, H, d_v]
+        heads = heads_major(_products.weighted_values(dropped, values, small))  # [B, Tq, H, d_v]
         if before_output is not None:
             heads = before_output(heads)
         return self.project_output(heads), weights

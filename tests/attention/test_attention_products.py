@@ -1,0 +1,99 @@
+"""Multi-head attention's products on TensorFlow's own kernels (``zoo/attention/_products.py``):
+the same numbers and gradients as ``keras.ops`` forward and backward, chosen by size at trace time
+or, with lengths unknown until run time, by the batch's lengths."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from zoo.attention import _products
+
+from attention_helpers import fixed_seed  # noqa: F401 (autouse fixture)
+
+
+def operands(rng, b, h, tq, tk, d):
+    q, k, v = (rng.normal(size=s).astype("float32") for s in ((b, h, tq, d), (b, h, tk, d), (b, h, tk, d)))
+    mask = np.tril(np.ones((tq, tk), bool), k=tk - tq)[None, None] | (np.arange(tk) < 2)  # causal, every row some
+    return tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(np.broadcast_to(mask, (b, 1, tq, tk)))
+
+
+def reference(q, k, v, mask):
+    """Eq. 1 with ``keras.ops`` alone: the products as before, and the masked softmax."""
+    from zoo.attention.base_attention import masked_softmax
+
+    weights = masked_softmax(ops.matmul(q, ops.swapaxes(k, -1, -2)), mask)
+    return weights, ops.matmul(weights, v)
+
+
+def with_gradients(fn, q, k, v, mask):
+    with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        weights, heads = fn(q, k, v, mask)
+        loss = tf.reduce_sum(heads * tf.sin(heads)) + tf.reduce_sum(weights * weights)
+    return [weights, heads, *tape.gradient(loss, [q, k, v])]
+
+
+def ours(q, k, v, mask):
+    small = _products.is_small(q, k)
+    weights = _products.attention_weights(q, k, mask, small)
+    return weights, _products.weighted_values(weights, v, small)
+
+
+def op_types(fn, *specs):
+    graph = tf.function(fn).get_concrete_function(*specs).graph
+    found = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():  # the cond's branches and the custom gradients
+        found |= {node.op for node in function.definition.node_def}
+    return found
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7, 4), (2, 2, 1, 6, 8), (1, 2, 40, 40, 8)],
+                         ids=["small", "one-query", "large"])
+def test_same_weights_heads_and_gradients_as_keras_ops(shape):
+    q, k, v, mask = operands(np.random.default_rng(0), *shape)
+    expected = with_gradients(reference, q, k, v, mask)
+    got = with_gradients(ours, q, k, v, mask)
+    for name, a, b in zip(["weights", "heads", "dq", "dk", "dv"], got, expected):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_lengths_known_at_run_time_choose_by_the_batch_and_keep_the_numbers():
+    spec = tf.TensorSpec([None, 2, None, 4], tf.float32)
+    mask_spec = tf.TensorSpec([None, 1, None, None], tf.bool)
+    step = tf.function(lambda q, k, v, m: with_gradients(ours, q, k, v, m), input_signature=[spec] * 3 + [mask_spec])
+    for tq in (3, 70):  # 3 x 3 x 4 <= SMALL_WORK (TensorFlow's kernels); 70 x 70 x 4 above it
+        q, k, v, mask = operands(np.random.default_rng(tq), 2, 2, tq, tq, 4)
+        for a, b in zip(step(q, k, v, mask), with_gradients(reference, q, k, v, mask)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_choice_by_size():
+    def decide(tq, tk, d):
+        return _products.is_small(tf.zeros((1, 1, tq, d)), tf.zeros((1, 1, tk, d)))
+
+    assert decide(1, 4096, 64) is True  # one query per head: a decoding step, any size
+    assert decide(9, 9, 8) is True  # d2l's sizes
+    assert decide(20, 20, 64) is False  # the base size: oneDNN's kernels are faster there
+    assert decide(32, 32, 8) is True and decide(33, 32, 8) is False  # SMALL_WORK = 8192
+    assert _products.is_small(tf.zeros((1, 1, 9, 8), tf.bfloat16), tf.zeros((1, 1, 9, 8), tf.bfloat16)) is False
+
+    def traced(tq_static):
+        spec = tf.TensorSpec([None, 4, tq_static, 8], tf.float32)
+        return op_types(lambda q, k, v: ours(q, k, v, None), spec, spec, spec)
+
+    one = traced(1)  # TensorFlow's kernels only, the softmax as exp(log_softmax)
+    assert {"BatchMatMulV3", "LogSoftmax"} <= one and not {"BatchMatMulV2", "Softmax"} & one
+    unknown = traced(None)  # chosen per batch: both kernels, behind a cond
+    assert {"BatchMatMulV3", "BatchMatMulV2"} <= unknown and {"If", "StatelessIf"} & unknown
+
+
+def test_multi_head_layer_on_both_paths_gives_the_same_output():
+    import zoo.attention
+
+    layer = zoo.attention.create("multi_head", num_heads=2, key_dim=8)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 40, 16)).astype("float32")
+    full = layer(x[:, :40], x[:, :40]).numpy()  # 40 x 40 x 8 > SMALL_WORK: keras.ops
+    one = layer(x[:, 39:40], x[:, :40]).numpy()  # one query: TensorFlow's kernels
+    np.testing.assert_allclose(one[:, 0], full[:, 39], rtol=1e-5, atol=1e-5)

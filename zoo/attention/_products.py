@@ -1,0 +1,121 @@
+"""The two products and the softmax of multi-head attention, on heads-first operands, with the
+kernels chosen by size (private helper of ``MultiHeadAttention.attend_heads``).
+
+On x86, TensorFlow runs ``BatchMatMulV2`` (what ``matmul`` and ``einsum`` emit) and ``Softmax`` as
+oneDNN primitives by default, whose fixed cost per call is many times the arithmetic of a small
+attention: d2l's sizes (``[64, 4, 9, 8]`` per operand) or one decoding step (one query per head).
+``BatchMatMulV3`` (the same product, with an output dtype) is not rewritten to oneDNN: TensorFlow's
+own kernel runs it. Measured on the project's 2-core CPU (docs/performance.md, 2026-11-25,
+afternoon), per product: ``[64, 4, 9, 8] x [64, 4, 8, 9]`` 94 -> 49 us, one decoding query
+``[64, 4, 1, 64] x [64, 4, 64, 64]`` 204 -> 75 us; but where a head's product is large
+(``Tq Tk d_k`` of 20 x 20 x 64, the base size) oneDNN's kernel is 2-4x faster. So:
+
+- one query per head (decoding steps): TensorFlow's kernels, and the softmax as
+  ``exp(log_softmax)`` (``LogSoftmax`` is not rewritten either: 4 softmaxes of ``[16, 4, 1, 64]``
+  per step took a third of the small Transformer's cached decoding);
+- ``Tq Tk d_k <= SMALL_WORK``: TensorFlow's kernels (decided at trace time where the lengths are
+  static, else by a ``cond`` on the batch's lengths: a training step's batches vary);
+- anything larger, another backend, or another dtype than float32 (oneDNN's bfloat16 is what makes
+  ``mixed_bfloat16`` pay): ``keras.ops`` as before.
+
+With oneDNN off (``trainer.onednn=false``) both products run the same kernel either way; the
+gradients of the small products are small products too (``tf.custom_gradient``).
+"""
+
+from keras import ops
+
+from zoo.attention.base_attention import masked_softmax
+
+SMALL_WORK = 8192  # Tq * Tk * d_k of one head at or below which TensorFlow's own kernels run
+
+
+def _own_kernels(x) -> bool:
+    import keras
+
+    return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(x.dtype) == "float32"
+
+
+def _product(a, b, adj_a=False, adj_b=False):
+    import tensorflow as tf
+
+    return tf.raw_ops.BatchMatMulV3(x=a, y=b, adj_x=adj_a, adj_y=adj_b, Tout=a.dtype)
+
+
+def _small_scores(queries, keys):
+    """``Q K^T`` with TensorFlow's kernel forward and backward."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def scores(q, k):
+        def grad(g):  # dQ = G K, dK = G^T Q
+            return _product(g, k), _product(g, q, adj_a=True)
+        return _product(q, k, adj_b=True), grad
+
+    return scores(queries, keys)
+
+
+def _small_mix(weights, values):
+    """``W V`` with TensorFlow's kernel forward and backward."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def mix(w, v):
+        def grad(g):  # dW = G V^T, dV = W^T G
+            return _product(g, v, adj_b=True), _product(w, g, adj_a=True)
+        return _product(w, v), grad
+
+    return mix(weights, values)
+
+
+def _small_softmax(scores, mask):
+    """``masked_softmax`` over the last axis as ``exp(log_softmax)`` (no oneDNN primitive)."""
+    import tensorflow as tf
+
+    from zoo.attention.base_attention import large_negative
+
+    if mask is not None:
+        scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
+    weights = tf.exp(tf.nn.log_softmax(scores))
+    return weights if mask is None else weights * ops.cast(mask, weights.dtype)
+
+
+def is_small(queries, keys):
+    """True, False, or (lengths known only at run time) a scalar bool tensor: whether one head's
+    ``Q K^T`` (``queries [B, H, Tq, d]``, ``keys [B, H, Tk, d]``) is small enough for TensorFlow's
+    own kernels. False wherever those are not in play (``_own_kernels``)."""
+    if not _own_kernels(queries):
+        return False
+    tq, tk, d = queries.shape[2], keys.shape[2], queries.shape[3]
+    if tq == 1:
+        return True
+    if tq is not None and tk is not None and d is not None:
+        return tq * tk * d <= SMALL_WORK
+    shape_q, shape_k = ops.shape(queries), ops.shape(keys)
+    return shape_q[2] * shape_k[2] * (d if d is not None else shape_q[3]) <= SMALL_WORK
+
+
+def _either(small, own, default):
+    if small is True:
+        return own()
+    if small is False:
+        return default()
+    import tensorflow as tf
+
+    return tf.cond(small, own, default)
+
+
+def attention_weights(queries, keys, mask, small):
+    """``softmax(Q K^T)`` (the keys carry the scale) for heads-first ``queries [B, H, Tq, d]`` and
+    ``keys [B, H, Tk, d]``, ``mask`` bool broadcastable to ``[B, H, Tq, Tk]`` or None; ``small`` from
+    ``is_small``."""
+    def default():
+        return masked_softmax(ops.matmul(queries, ops.swapaxes(keys, -1, -2)), mask)
+
+    if small is True and queries.shape[2] == 1:
+        return _small_softmax(_small_scores(queries, keys), mask)
+    return _either(small, lambda: masked_softmax(_small_scores(queries, keys), mask), default)
+
+
+def weighted_values(weights, values, small):
+    """``W V``: ``weights [B, H, Tq, Tk]``, ``values [B, H, Tk, d]`` -> ``[B, H, Tq, d]``."""
+    return _either(small, lambda: _small_mix(weights, values), lambda: ops.matmul(weights, values))
