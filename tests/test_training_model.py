@@ -78,8 +78,7 @@ def test_fused_adam_and_adamw_give_keras_numbers_in_one_kernel_per_variable():
     for fused, reference, extra in ((optimizers.Adam, keras.optimizers.Adam, {}),
                                     (optimizers.AdamW, keras.optimizers.AdamW, {"weight_decay": 0.1})):
         for got_grads, want_grads in ((unique, unique), (repeated, densified)):
-            optimizer = fused(learning_rate=0.01, clipnorm=1.0, **extra)
-            optimizer.fused_min_size = 0  # these variables are tiny: the fused kernel for all of them
+            optimizer = fused(learning_rate=0.01, clipnorm=1.0, **extra)  # the fused kernel at every size
             got, step = _apply_steps(optimizer, got_grads, init)
             want, _ = _apply_steps(reference(learning_rate=0.01, clipnorm=1.0, **extra), want_grads, init)
             for g, w, start in zip(got, want, init):
@@ -88,10 +87,14 @@ def test_fused_adam_and_adamw_give_keras_numbers_in_one_kernel_per_variable():
         graph = step.get_concrete_function(repeated[0]).graph
         kinds = [op.type for op in graph.get_operations()]
         assert kinds.count("ResourceApplyAdam") == 2
-        # beta_1^t and beta_2^t once per step, shared by the variables; clipping takes no where/select
+        # beta_1^t and beta_2^t once per step, shared by the variables; clipping takes no where/select,
+        # and the clipping scales of both gradients come from one rsqrt of their two norms
         assert kinds.count("Pow") == 2 and "SelectV2" not in kinds and "Select" not in kinds
-        # with the default size threshold, variables this small take Keras' update, on the dense gradient
-        got, step = _apply_steps(fused(learning_rate=0.01, clipnorm=1.0, **extra), repeated, init)
+        assert kinds.count("L2Loss") == 2 and kinds.count("Rsqrt") == 1
+        # with a size threshold above them, variables this small take Keras' update, on the dense gradient
+        optimizer = fused(learning_rate=0.01, clipnorm=1.0, **extra)
+        optimizer.fused_min_size = 1 << 20
+        got, step = _apply_steps(optimizer, repeated, init)
         graph = step.get_concrete_function(repeated[0]).graph
         assert not any(op.type == "ResourceApplyAdam" for op in graph.get_operations())
         for g, w in zip(got, want):
