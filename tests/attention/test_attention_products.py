@@ -97,3 +97,24 @@ def test_multi_head_layer_on_both_paths_gives_the_same_output():
     full = layer(x[:, :40], x[:, :40]).numpy()  # 40 x 40 x 8 > SMALL_WORK: keras.ops
     one = layer(x[:, 39:40], x[:, :40]).numpy()  # one query: TensorFlow's kernels
     np.testing.assert_allclose(one[:, 0], full[:, 39], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("parts", [("query", "key", "value"), ("key", "value"), ("query",)])
+def test_projections_heads_first_in_one_transpose_are_the_split_projections_moved(parts):
+    import zoo.attention
+    from zoo.attention.multi_head_attention import heads_major
+
+    layer = zoo.attention.create("multi_head", num_heads=3, key_dim=2)
+    x = np.random.default_rng(2).normal(size=(2, 5, 6)).astype("float32")
+    layer(x, x)  # built
+    split = layer.project(x, parts)  # each [B, T, H, d]
+    first = layer.project(x, parts, heads_first=True)  # each [B, H, T, d]
+    assert len(first) == len(parts)
+    for a, b in zip(first, split):
+        assert tuple(a.shape) == (2, 3, 5, 2)
+        np.testing.assert_allclose(ops.convert_to_numpy(a), ops.convert_to_numpy(heads_major(b)), rtol=1e-6, atol=1e-6)
+    if len(parts) > 1:  # one transpose for all the parts
+        spec = tf.TensorSpec([None, None, 6], tf.float32)
+        graph = tf.function(lambda t: layer.project(t, parts, heads_first=True)).get_concrete_function(spec).graph
+        moves = [op for op in graph.get_operations() if op.type == "Transpose" and "Tensordot" not in op.name]
+        assert len(moves) == 1 and not any(op.type == "SplitV" for op in graph.get_operations())

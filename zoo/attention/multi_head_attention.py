@@ -128,7 +128,7 @@ class MultiHeadAttention(BaseAttention):
         """``1 / sqrt(d_k)`` of ``scaled_dot``, applied to the keys once (``prepare_key``, ``project``)."""
         return 1.0 / math.sqrt(self.head_key_dim)
 
-    def project(self, x, parts=("query", "key", "value"), before_split=None):
+    def project(self, x, parts=("query", "key", "value"), before_split=None, heads_first=False):
         """``x [B, T, D]`` through several of the projections at once: ``[Q W^Q, K W^K / sqrt(d_k), V W^V]``
         for ``parts`` (a subset of ``"query"``, ``"key"``, ``"value"``, in that order), each
         ``[B, T, H, d]``, the values of the separate projections (and of ``prepare_key``'s scaling).
@@ -137,7 +137,10 @@ class MultiHeadAttention(BaseAttention):
         (``[D, H (d_k + d_k + d_v)]``) is one large matmul and one bias add instead of three of each,
         and one gradient product each way; the keys' ``1 / sqrt(d_k)`` is folded into their kernel
         and bias (``D H d_k`` multiplications, not ``B T H d_k``). ``before_split`` maps the joined
-        ``[..., F]`` projections first (the Transformer scatters real rows back to a grid once)."""
+        ``[..., F]`` projections first (the Transformer scatters real rows back to a grid once).
+
+        ``heads_first``: each ``[B, H, T, d]`` (``attend_heads``' operands), parts of one width moved
+        there by one transpose of ``[B, T, parts, H, d]``, not one per part."""
         denses = [{"query": self.query_dense, "key": self.key_dense, "value": self.value_dense}[p] for p in parts]
         dtype = self.compute_dtype
         kernels, biases, sizes = [], [], []
@@ -158,19 +161,22 @@ class MultiHeadAttention(BaseAttention):
         if before_split is not None:
             joined = before_split(joined)
         shape = ops.shape(joined)[:-1]
+        if heads_first and len(set(sizes)) == 1 and len(shape) == 2:
+            width = sizes[0] // self.num_heads
+            joined = ops.reshape(joined, (*shape, len(sizes), self.num_heads, width))
+            return ops.unstack(ops.transpose(joined, (2, 0, 3, 1, 4)), axis=0)
         pieces = ops.split(joined, [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)], axis=-1) \
             if len(sizes) > 1 else [joined]
-        return [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads))
-                for piece, size in zip(pieces, sizes)]
+        split = [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads)) for piece, size in zip(pieces, sizes)]
+        return [heads_major(piece) for piece in split] if heads_first else split
 
     def prepare(self, value, key=None, heads_first=False):
         """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
         ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) ``[B, H, Tv, d]``, the operands
         of the two products as they are."""
         if key is None:  # one input: both projections in one product (``project``)
-            keys, values = self.project(value, ("key", "value"))
-        else:
-            keys, values = self.prepare_key(key), self.value_dense(value)
+            return tuple(self.project(value, ("key", "value"), heads_first=heads_first))
+        keys, values = self.prepare_key(key), self.value_dense(value)
         if heads_first:
             return heads_major(keys), heads_major(values)
         return keys, values
@@ -178,7 +184,8 @@ class MultiHeadAttention(BaseAttention):
     def score(self, query, prepared_key):
         return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
 
-    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, before_output=None):
+    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, before_output=None,
+                     queries_first=False):
         """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
         and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
         broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
@@ -188,8 +195,11 @@ class MultiHeadAttention(BaseAttention):
         with ``heads_first``, a decoder's cache): the two products are batched matmuls with no
         transposes of them, which a decoder would otherwise pay at every step for its cache and the
         source's keys and values. ``before_output`` maps the heads ``[B, Tq, H, d_v]`` before ``W^O``
-        (the Transformer gathers its real rows ``[N, H, d_v]`` there, so ``W^O`` runs on them only)."""
-        queries = heads_major(queries)
+        (the Transformer gathers its real rows ``[N, H, d_v]`` there, so ``W^O`` runs on them only).
+        ``queries_first=True`` takes the queries heads first too (``[B, H, Tq, d_k]``, from ``project``
+        with ``heads_first``)."""
+        if not queries_first:
+            queries = heads_major(queries)
         if not heads_first:
             keys, values = heads_major(keys), heads_major(values)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]

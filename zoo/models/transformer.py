@@ -74,31 +74,38 @@ class _Block(keras.layers.Layer):
 
     def project_self(self, h, start_index=0, before_split=None):
         """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``,
-        in one product (``MultiHeadAttention.project``; ``before_split`` maps the joined projections)."""
+        in one product (``MultiHeadAttention.project``; ``before_split`` maps the joined projections),
+        each ``[B, T, H, d]``."""
         queries, keys, values = self.self_attention.project(h, before_split=before_split)
         if self.rope is not None:
             queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
         return queries, keys, values
+
+    def attend_self(self, h, mask, training, before_split=None, before_output=None):
+        """Self-attention of ``h`` (``project_self`` + ``attend_heads``): without rotary positions the
+        three projections go heads first in one transpose (``project(..., heads_first=True)``)."""
+        if self.rope is not None:
+            queries, keys, values = self.project_self(h, before_split=before_split)
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training,
+                                                    before_output=before_output)
+        queries, keys, values = self.self_attention.project(h, before_split=before_split, heads_first=True)
+        return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
+                                                before_output=before_output, queries_first=True)
 
 
 class _EncoderLayer(_Block):
     """Self-attention + FFN (sec. 3.1), private to ``TransformerSeq2Seq``."""
 
     def call(self, x, attention_mask, training=None):
-        def attend(h):
-            queries, keys, values = self.project_self(h)
-            return self.self_attention.attend_heads(queries, keys, values, attention_mask, training=training)
-
-        x, weights = self.residual(x, self.self_attention_norm, attend, training)
+        x, weights = self.residual(x, self.self_attention_norm, lambda h: self.attend_self(h, attention_mask, training),
+                                   training)
         return self.feed_forward(x, training), weights
 
     def call_rows(self, rows, grid, attention_mask, training=None):
         """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [N, D]``
         of ``grid``; attention on the grid, with the padding keys masked as in ``call``."""
         def attend(h):
-            queries, keys, values = self.project_self(h, before_split=grid.to_grid)
-            return self.self_attention.attend_heads(queries, keys, values, attention_mask, training=training,
-                                                    before_output=grid.to_rows)
+            return self.attend_self(h, attention_mask, training, before_split=grid.to_grid, before_output=grid.to_rows)
 
         rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
         return self.feed_forward(rows, training)
@@ -134,9 +141,8 @@ class _DecoderLayer(_Block):
     def call(self, x, cross_keys, cross_values, cross_mask, training=None):
         """All target positions at once: ``x [B, Tt, D]``; causal self-attention."""
         def attend(h):
-            queries, keys, values = self.project_self(h)
             mask = ops.expand_dims(causal_mask(ops.shape(h)[1], ops.shape(h)[1]), 0)  # [1, Tt, Tt]
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training)
+            return self.attend_self(h, mask, training)
 
         x, self_weights = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
@@ -147,18 +153,16 @@ class _DecoderLayer(_Block):
         (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
         runs on the rows, attention on the ``[B, Tt]`` grid with zeros at padding (causal: no real
         position sees one). The real positions' values are ``call``'s."""
-        def attend_self(h):  # projections on the rows, scattered to the grid once; W^O on the rows
-            queries, keys, values = self.project_self(h, before_split=grid.to_grid)
+        def attend(h):  # projections on the rows, scattered to the grid once; W^O on the rows
             mask = ops.expand_dims(causal_mask(grid.length, grid.length), 0)  # [1, Tt, Tt]
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training,
-                                                    before_output=grid.to_rows)
+            return self.attend_self(h, mask, training, before_split=grid.to_grid, before_output=grid.to_rows)
 
         def attend_cross(h):
             queries, = self.cross_attention.project(h, ("query",), before_split=grid.to_grid)  # [B, Tt, H, d_k]
             return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
                                                      training=training, heads_first=True, before_output=grid.to_rows)
 
-        rows, _ = self.residual(rows, self.self_attention_norm, attend_self, training)
+        rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
         rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
         return self.feed_forward(rows, training)
 
