@@ -24,7 +24,7 @@ gradients of the small products are small products too (``tf.custom_gradient``).
 
 from keras import ops
 
-from zoo.attention.base_attention import masked_softmax
+from zoo.attention.base_attention import large_negative, masked_softmax
 
 SMALL_WORK = 8192  # Tq * Tk * d_k of one head at or below which TensorFlow's own kernels run
 
@@ -70,8 +70,6 @@ def _small_mix(weights, values):
 def _small_softmax(scores, mask):
     """``masked_softmax`` over the last axis as ``exp(log_softmax)`` (no oneDNN primitive)."""
     import tensorflow as tf
-
-    from zoo.attention.base_attention import large_negative
 
     if mask is not None:
         scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
