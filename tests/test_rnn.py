@@ -44,31 +44,62 @@ def test_fast_path_matches_keras_layer_with_masks(cell, bidirectional):
 
 
 @pytest.mark.parametrize("cell", rnn.RNN_CELLS)
-def test_fast_path_matches_keras_layer_with_initial_state_and_gradients(cell):
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("used", ["all", "outputs", "states"])
+def test_fast_path_matches_keras_layer_with_initial_state_and_gradients(cell, graph, used):
+    """The loop's written-out gradient (``_gru_sequences``, ``_lstm_sequences``) against Keras' layer
+    differentiated by TensorFlow, with the loss on every result or only on some (the others' gradients
+    then reach the loop as None)."""
     keras.utils.set_random_seed(2)
     rng, x, mask = _inputs(3)
     layer = rnn.make_rnn(cell, 7, "decoder")
     initial = [tf.constant(rng.normal(size=(len(LENGTHS), 7)).astype("float32"))
                for _ in range(2 if cell == "lstm" else 1)]
     x = tf.constant(x)
+    pick = {"all": slice(None), "outputs": slice(0, 1), "states": slice(-1, None)}[used]
 
     def loss_and_grads(fast):
         with tf.GradientTape() as tape:
             tape.watch([x, *initial])
             outputs = rnn.run_layer(layer, x, initial_state=initial, training=True, fast=fast)
-            loss = sum(ops.sum(ops.sin(out)) for out in outputs)
+            loss = sum(ops.sum(ops.sin(out)) for out in outputs[pick])
         return outputs, tape.gradient(loss, [x, *initial, *layer.trainable_weights])
 
-    (want, want_grads), (got, got_grads) = loss_and_grads(False), loss_and_grads(True)
+    run = tf.function(loss_and_grads) if graph else loss_and_grads
+    (want, want_grads), (got, got_grads) = run(False), run(True)
     for a, b in zip(want + want_grads, got + got_grads):
         _close(a, b)
 
 
-def test_fast_path_compiles_under_xla_with_a_gradient():
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+def test_fast_path_gradients_under_mixed_bfloat16(cell):
+    """Under ``mixed_bfloat16`` the loop runs in bfloat16, its gradient too: Keras' numbers up to bfloat16's rounding."""
+    _, x, mask = _inputs(5)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(4)
+        layer = rnn.make_rnn(cell, 8, "encoder", bidirectional=True)
+        layer(x, mask=mask)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+    def grads(fast):
+        with tf.GradientTape() as tape:
+            outputs = rnn.run_layer(layer, x, mask=mask, fast=fast)
+            loss = sum(ops.sum(ops.sin(ops.cast(out, "float32"))) for out in outputs)
+        return tape.gradient(loss, layer.trainable_weights)
+
+    for want, got in zip(grads(False), grads(True)):
+        assert got.dtype == tf.float32  # the variables' gradients, in the variables' dtype
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+def test_fast_path_compiles_under_xla_with_a_gradient(cell):
     """``jit_compile=True`` runs (``fit`` turns it on with ``runtime.jit_compile``) and gives the layer's gradient."""
     keras.utils.set_random_seed(3)
     _, x, mask = _inputs(4)
-    layer = rnn.make_rnn("gru", 7, "encoder", bidirectional=True)
+    layer = rnn.make_rnn(cell, 7, "encoder", bidirectional=True)
     layer(x, mask=mask)
 
     def grads(fast):

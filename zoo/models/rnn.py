@@ -11,7 +11,8 @@ whose older ``.keras`` files and seeded initial weights depend on another creati
 (``bahdanau``) calls its steps (``set_rnn_arguments``, ``make_embeddings``, ``make_rnn``,
 ``make_cell``) in its own order. Backend-neutral (``keras.ops``), except ``run_layer``'s fast path
 on TensorFlow (``_projected_rnn``): whole-sequence GRU/LSTM layers with every step's input product
-in one matmul before the time loop, the same numbers as the Keras layer up to rounding.
+in one matmul before the time loop and the loop's gradient written out, the same numbers as the
+Keras layer up to rounding.
 """
 
 import keras
@@ -151,9 +152,9 @@ def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=Fals
     loop needs no mask, each row's final state is read at its last real step, and ``reverse`` (a
     bidirectional layer's backward half) reverses each row within its length, runs forwards and
     reverses the outputs back. Outputs at padded steps are zero. Returns ``[outputs, *states]``.
+    The time loop's gradient is written out (``_gru_sequences``, ``_lstm_sequences``).
     """
     import tensorflow as tf  # _plain_cell: TensorFlow only
-    from keras.src.backend import rnn as backend_rnn  # Keras' own time loop (a while loop)
 
     cell = layer.cell
     units, lstm = cell.units, isinstance(layer, keras.layers.LSTM)
@@ -173,35 +174,150 @@ def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=Fals
     states = [ops.cast(s, dtype) for s in initial_state] if initial_state is not None else (
         [zeros, zeros] if lstm else [zeros])
 
-    # Gates by ``split``, not slices: a slice's gradient writes into a zero tensor of the whole width
-    # at every step, the split's is one concatenation.
-    def gru_step(x, states):
-        h = states[0]
-        inner = ops.matmul(h, recurrent_kernel)
-        if recurrent_bias is not None:
-            inner = inner + recurrent_bias
-        x_z, x_r, x_h = ops.split(x, 3, axis=-1)
-        inner_z, inner_r, inner_h = ops.split(inner, 3, axis=-1)
-        z, r = ops.sigmoid(x_z + inner_z), ops.sigmoid(x_r + inner_r)
-        h = z * h + (1 - z) * ops.tanh(x_h + r * inner_h)
-        return h, [h]
-
-    def lstm_step(x, states):
-        h, c = states
-        i, f, g, o = ops.split(x + ops.matmul(h, recurrent_kernel), 4, axis=-1)
-        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h = ops.sigmoid(o) * ops.tanh(c)
-        return (h, c), [h, c]
-
-    _, sequences, _ = backend_rnn(lstm_step if lstm else gru_step, projected, states)
-    sequences = list(sequences) if lstm else [sequences]  # [B, T, units] per state
+    projected = tf.transpose(projected, (1, 0, 2))  # time-major, as the time loop reads it
+    if lstm:
+        sequences = _lstm_sequences(projected, *states, recurrent_kernel)
+    else:
+        if recurrent_bias is None:
+            recurrent_bias = tf.zeros((3 * units,), dtype)
+        sequences = _gru_sequences(projected, states[0], recurrent_kernel, recurrent_bias)
+    outputs = tf.transpose(sequences[0], (1, 0, 2))  # [B, T, units]
     if lengths is None:
-        return [sequences[0], *(seq[:, -1] for seq in sequences)]
-    last = tf.maximum(lengths - 1, 0)
+        return [outputs, *(seq[-1] for seq in sequences)]
+    rows = tf.range(tf.shape(lengths)[0], dtype=lengths.dtype)
+    last = tf.stack([tf.maximum(lengths - 1, 0), rows], axis=1)  # (step, row) of each row's last real step
     empty = tf.equal(lengths, 0)[:, None]
-    finals = [tf.where(empty, start, tf.gather(seq, last, axis=1, batch_dims=1)) for seq, start in zip(sequences, states)]
-    outputs = sequences[0] * tf.sequence_mask(lengths, tf.shape(inputs)[1], dtype)[:, :, None]
+    finals = [tf.where(empty, start, tf.gather_nd(seq, last)) for seq, start in zip(sequences, states)]
+    outputs = outputs * tf.sequence_mask(lengths, tf.shape(inputs)[1], dtype)[:, :, None]
     return [tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0) if reverse else outputs, *finals]
+
+
+# The two time loops of ``_projected_rnn``, each with its gradient written out (``tf.custom_gradient``).
+# Differentiating the loop itself, TensorFlow keeps every intermediate of every step and adds up the
+# recurrent kernel's gradient step by step; here the forward loop keeps the gates (by reference: a
+# ``TensorArray`` write copies nothing), the backward loop reads them and runs the gates' derivatives
+# (``SigmoidGrad``, ``TanhGrad``), and the recurrent kernel's gradient is one product over all steps
+# after it. Inputs time-major: ``projected [T, B, G]`` (every step's input product and input bias),
+# states ``[B, units]``. Returns the sequence of each state, ``[T, B, units]``. Gates by ``split``, in
+# Keras' order: GRU z, r, h; LSTM i, f, c, o.
+
+def _loop(body, steps, carry, backwards=False):
+    """``tf.while_loop`` over ``steps`` time steps (from the last when ``backwards``): ``body(t, *carry)``."""
+    import tensorflow as tf
+
+    first = steps - 1 if backwards else 0
+    done = (lambda t, *_: t >= 0) if backwards else (lambda t, *_: t < steps)
+    out = tf.while_loop(done, lambda t, *c: (t + (-1 if backwards else 1), *body(t, *c)), (first, *carry),
+                        maximum_iterations=steps)
+    return out[1:]
+
+
+def _arrays(count, dtype, steps, element_shape=None):
+    """``count`` ``TensorArray``s of ``steps`` elements, read more than once (eager ones clear a read element)."""
+    import tensorflow as tf
+
+    return tuple(tf.TensorArray(dtype, size=steps, element_shape=element_shape, clear_after_read=False)
+                 for _ in range(count))
+
+
+def _gru_sequences(projected, h0, kernel, bias):
+    """A GRU (Keras' ``reset_after``: ``h~ = tanh(x_h + r (h W_h + b_h))``, ``h' = z h + (1 - z) h~``)."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def gru(projected, h0, kernel, bias):
+        steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
+        inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
+
+        def step(t, hs, gates, candidates, inners, previous, h):
+            x_zr, x_h = tf.split(inputs.read(t), [2 * units, units], axis=-1)
+            inner_zr, inner_h = tf.split(tf.nn.bias_add(tf.matmul(h, kernel), bias), [2 * units, units], axis=-1)
+            zr = tf.sigmoid(x_zr + inner_zr)
+            r = zr[:, units:]
+            candidate = tf.tanh(x_h + r * inner_h)
+            new = candidate + zr[:, :units] * (h - candidate)
+            return (hs.write(t, new), gates.write(t, zr), candidates.write(t, candidate), inners.write(t, inner_h),
+                    previous.write(t, h), new)
+
+        hs, gates, candidates, inners, previous, _ = _loop(
+            step, steps, (*_arrays(1, dtype, steps, h0.shape), *_arrays(4, dtype, steps), h0))
+
+        def grad(d_hs):
+            d_outputs = tf.TensorArray(dtype, size=steps).unstack(d_hs)
+
+            def back(t, d_inners, d_candidates, dh):
+                dh = dh + d_outputs.read(t)
+                z, r = tf.split(gates.read(t), 2, axis=-1)
+                candidate = candidates.read(t)
+                dh_z = dh * z
+                d_candidate = tf.raw_ops.TanhGrad(y=candidate, dy=dh - dh_z)  # before the tanh
+                d_zr = tf.concat([tf.raw_ops.SigmoidGrad(y=z, dy=dh * (previous.read(t) - candidate)),
+                                  tf.raw_ops.SigmoidGrad(y=r, dy=d_candidate * inners.read(t))], axis=-1)
+                d_inner = tf.concat([d_zr, d_candidate * r], axis=-1)
+                return (d_inners.write(t, d_inner), d_candidates.write(t, d_candidate),
+                        dh_z + tf.matmul(d_inner, kernel, transpose_b=True))
+
+            d_inners, d_candidates, dh0 = _loop(back, steps, (*_arrays(2, dtype, steps), tf.zeros_like(h0)),
+                                                backwards=True)
+            d_inners = d_inners.stack()  # [T, B, 3 units]
+            d_projected = tf.concat([d_inners[..., :2 * units], d_candidates.stack()], axis=-1)
+            d_kernel = tf.matmul(tf.reshape(previous.stack(), (-1, units)), tf.reshape(d_inners, (-1, 3 * units)),
+                                 transpose_a=True)
+            return d_projected, dh0, d_kernel, tf.reduce_sum(d_inners, axis=(0, 1))
+
+        return hs.stack(), grad
+
+    return [gru(projected, h0, kernel, bias)]
+
+
+def _lstm_sequences(projected, h0, c0, kernel):
+    """An LSTM (``c' = f c + i tanh(g)``, ``h' = o tanh(c')``): the sequences of ``h`` and ``c``."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def lstm(projected, h0, c0, kernel):
+        steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
+        inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
+
+        def step(t, hs, cs, sigmoids, gs, tanh_cs, previous_h, previous_c, h, c):
+            gates = inputs.read(t) + tf.matmul(h, kernel)
+            sigmoid = tf.sigmoid(gates)  # i, f and o (and a sigmoid of g, unused)
+            i, f, _, o = tf.split(sigmoid, 4, axis=-1)
+            g = tf.tanh(gates[:, 2 * units:3 * units])
+            c_new = f * c + i * g
+            tanh_c = tf.tanh(c_new)
+            h_new = o * tanh_c
+            return (hs.write(t, h_new), cs.write(t, c_new), sigmoids.write(t, sigmoid), gs.write(t, g),
+                    tanh_cs.write(t, tanh_c), previous_h.write(t, h), previous_c.write(t, c), h_new, c_new)
+
+        hs, cs, sigmoids, gs, tanh_cs, previous_h, previous_c, _, _ = _loop(
+            step, steps, (*_arrays(2, dtype, steps, h0.shape), *_arrays(5, dtype, steps), h0, c0))
+
+        def grad(d_hs, d_cs):
+            d_h_outputs = tf.TensorArray(dtype, size=steps).unstack(d_hs)
+            d_c_outputs = tf.TensorArray(dtype, size=steps).unstack(d_cs)
+
+            def back(t, d_gates, dh, dc):
+                dh = dh + d_h_outputs.read(t)
+                i, f, _, o = tf.split(sigmoids.read(t), 4, axis=-1)
+                g, tanh_c = gs.read(t), tanh_cs.read(t)
+                dc = dc + d_c_outputs.read(t) + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh * o)
+                d = tf.concat([tf.raw_ops.SigmoidGrad(y=i, dy=dc * g),
+                               tf.raw_ops.SigmoidGrad(y=f, dy=dc * previous_c.read(t)),
+                               tf.raw_ops.TanhGrad(y=g, dy=dc * i), tf.raw_ops.SigmoidGrad(y=o, dy=dh * tanh_c)],
+                              axis=-1)
+                return d_gates.write(t, d), tf.matmul(d, kernel, transpose_b=True), dc * f
+
+            d_gates, dh0, dc0 = _loop(back, steps, (*_arrays(1, dtype, steps), tf.zeros_like(h0), tf.zeros_like(c0)),
+                                      backwards=True)
+            d_gates = d_gates.stack()  # [T, B, 4 units]: the gradient of ``projected`` too
+            d_kernel = tf.matmul(tf.reshape(previous_h.stack(), (-1, units)), tf.reshape(d_gates, (-1, 4 * units)),
+                                 transpose_a=True)
+            return d_gates, dh0, dc0, d_kernel
+
+        return (hs.stack(), cs.stack()), grad
+
+    return list(lstm(projected, h0, c0, kernel))
 
 
 def run_layer(layer, inputs, mask=None, initial_state=None, training=None, fast=True):
