@@ -5,11 +5,11 @@ Sentence splitting, tokenization (tensorflow-text) and vocabulary lookup run ins
 ``tensorflow_text`` to load and run.
 """
 
-import os
 
 import tensorflow as tf
 
 from zoo.data.story_qa import encode_text
+from zoo.export import saving
 
 STORIES = tf.TensorSpec([None], tf.string, name="story")
 QUESTIONS = tf.TensorSpec([None], tf.string, name="question")
@@ -60,14 +60,8 @@ class Reader(tf.Module):
 
     def save(self, directory, config_yaml=None):
         """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
-        tf.saved_model.save(self, directory, signatures={"serving_default": self.serving_default,
-                                                         "answer": self.answer})
-        if config_yaml is not None:
-            extra = os.path.join(directory, "assets.extra")
-            os.makedirs(extra, exist_ok=True)
-            with open(os.path.join(extra, "config.yaml"), "w", encoding="utf-8") as f:
-                f.write(config_yaml)
-        return directory
+        return saving.save(self, directory, {"serving_default": self.serving_default,
+                                                "answer": self.answer}, config_yaml)
 
 
 def answer_batched(answer_fn, stories, questions, batch_size=256):

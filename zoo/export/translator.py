@@ -6,12 +6,12 @@ sampling, in one ``tf.while_loop``) all run inside the graph, so the SavedModel 
 """
 
 import inspect
-import os
 
 import tensorflow as tf
 
 from zoo.decoding import STRATEGIES, beam_search, decode
 from zoo.errors import ConfigError
+from zoo.export import saving
 from zoo.tokens import PAD_ID, SPECIALS
 
 STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
@@ -100,15 +100,9 @@ class Translator(tf.Module):
 
     def save(self, directory, config_yaml=None):
         """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
-        tf.saved_model.save(self, directory, signatures={"serving_default": self.serving_default,
-                                                         "translate": self.translate,
-                                                         "translate_nbest": self.translate_nbest})
-        if config_yaml is not None:
-            extra = os.path.join(directory, "assets.extra")
-            os.makedirs(extra, exist_ok=True)
-            with open(os.path.join(extra, "config.yaml"), "w", encoding="utf-8") as f:
-                f.write(config_yaml)
-        return directory
+        return saving.save(self, directory, {"serving_default": self.serving_default,
+                                                "translate": self.translate,
+                                                "translate_nbest": self.translate_nbest}, config_yaml)
 
 
 def translate_batched(translate_fn, sentences, batch_size=256):
