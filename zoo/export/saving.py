@@ -6,8 +6,8 @@ import tensorflow as tf
 
 # The SavedModel serves inference. Its functions are saved without their custom gradients: the RNN
 # layers' time loop has its gradient written out (``zoo/models/rnn.py``), and that gradient reads
-# tensors of the forward loop, which a SavedModel cannot hold. Differentiating a loaded model still
-# works: TensorFlow then differentiates the loop's own ops.
+# tensors of the forward loop, which a SavedModel cannot hold. A loaded model runs forward only (as
+# serving does): differentiating one raises TensorFlow's LookupError (no gradient for the loop).
 INFERENCE_ONLY = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
 
