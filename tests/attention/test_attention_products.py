@@ -1,20 +1,23 @@
 """Multi-head attention's products on TensorFlow's own kernels (``zoo/attention/_products.py``):
 the same numbers and gradients as ``keras.ops`` forward and backward, chosen by size at trace time
-or, with lengths unknown until run time, by the batch's lengths."""
+or, with lengths unknown until run time, by the batch's lengths. The layer-level tests at the end
+run on every backend; those of the kernels, their choice and the traced graph on TensorFlow only."""
 
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-if keras.backend.backend() != "tensorflow":
-    pytest.skip("TensorFlow's own kernels: on other backends the products are keras.ops, which the other "
-                "layer tests cover", allow_module_level=True)
-import tensorflow as tf  # noqa: E402
-
 from zoo.attention import _products
 
 from attention_helpers import fixed_seed  # noqa: F401 (autouse fixture)
+
+TENSORFLOW = keras.backend.backend() == "tensorflow"
+if TENSORFLOW:  # other backends need not have it installed
+    import tensorflow as tf
+tensorflow_only = pytest.mark.skipif(
+    not TENSORFLOW, reason="TensorFlow's own kernels and traced graphs: on other backends multi-head attention's "
+                           "products are keras.ops throughout (the layer tests below still run)")
 
 
 def operands(rng, b, h, tq, tk, d):
@@ -53,6 +56,7 @@ def op_types(fn, *specs):
     return found
 
 
+@tensorflow_only
 @pytest.mark.parametrize("shape", [(2, 3, 5, 7, 4), (2, 2, 1, 6, 8), (1, 2, 40, 40, 8)],
                          ids=["small", "one-query", "large"])
 def test_same_weights_heads_and_gradients_as_keras_ops(shape):
@@ -63,6 +67,7 @@ def test_same_weights_heads_and_gradients_as_keras_ops(shape):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+@tensorflow_only
 def test_lengths_known_at_run_time_choose_by_the_batch_and_keep_the_numbers():
     spec = tf.TensorSpec([None, 2, None, 4], tf.float32)
     mask_spec = tf.TensorSpec([None, 1, None, None], tf.bool)
@@ -73,6 +78,7 @@ def test_lengths_known_at_run_time_choose_by_the_batch_and_keep_the_numbers():
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@tensorflow_only
 def test_the_choice_by_size():
     def decide(tq, tk, d):
         return _products.is_small(tf.zeros((1, 1, tq, d)), tf.zeros((1, 1, tk, d)))
@@ -99,8 +105,8 @@ def test_multi_head_layer_on_both_paths_gives_the_same_output():
     layer = zoo.attention.create("multi_head", num_heads=2, key_dim=8)
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 40, 16)).astype("float32")
-    full = layer(x[:, :40], x[:, :40]).numpy()  # 40 x 40 x 8 > SMALL_WORK: keras.ops
-    one = layer(x[:, 39:40], x[:, :40]).numpy()  # one query: TensorFlow's kernels
+    full = ops.convert_to_numpy(layer(x[:, :40], x[:, :40]))  # 40 x 40 x 8 > SMALL_WORK: keras.ops
+    one = ops.convert_to_numpy(layer(x[:, 39:40], x[:, :40]))  # one query: TensorFlow's kernels (there)
     np.testing.assert_allclose(one[:, 0], full[:, 39], rtol=1e-5, atol=1e-5)
 
 
@@ -118,7 +124,7 @@ def test_projections_heads_first_in_one_transpose_are_the_split_projections_move
     for a, b in zip(first, split):
         assert tuple(a.shape) == (2, 3, 5, 2)
         np.testing.assert_allclose(ops.convert_to_numpy(a), ops.convert_to_numpy(heads_major(b)), rtol=1e-6, atol=1e-6)
-    if len(parts) > 1:  # one transpose for all the parts
+    if len(parts) > 1 and TENSORFLOW:  # one transpose for all the parts (in TensorFlow's traced graph)
         spec = tf.TensorSpec([None, None, 6], tf.float32)
         graph = tf.function(lambda t: layer.project(t, parts, heads_first=True)).get_concrete_function(spec).graph
         moves = [op for op in graph.get_operations() if op.type == "Transpose" and "Tensordot" not in op.name]

@@ -198,8 +198,8 @@ def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=Fals
 # ``TensorArray`` write copies nothing), the backward loop reads them and runs the gates' derivatives
 # (``SigmoidGrad``, ``TanhGrad``), and the recurrent kernel's gradient is one product over all steps
 # after it. Inputs time-major: ``projected [T, B, G]`` (every step's input product and input bias),
-# states ``[B, units]``. Returns the sequence of each state, ``[T, B, units]``. Gates by ``split``, in
-# Keras' order: GRU z, r, h; LSTM i, f, c, o.
+# states ``[B, units]``. Returns the sequence of each state, ``[T, B, units]``. Gates in Keras'
+# order: GRU z, r, h; LSTM i, f, c, o (no slice's gradient to pay for: the backward loop is ours).
 
 def _loop(body, steps, carry, backwards=False):
     """``tf.while_loop`` over ``steps`` time steps (from the last when ``backwards``): ``body(t, *carry)``."""
