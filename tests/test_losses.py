@@ -79,3 +79,49 @@ def test_real_token_losses_of_a_batch_of_padding_only_are_empty():
 
     nll, mask = real_token_losses(tf.zeros((2, 3), tf.int32), tf.ones((2, 3, 4)), lambda x: tf.matmul(x, tf.ones((4, 5))))
     assert tuple(nll.shape) == tuple(mask.shape) == (0,)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_softmax_cross_entropy_equals_tensorflows_fused_op_with_weighted_upstream(jit_compile):
+    """The loss from one softmax (``losses.softmax_cross_entropy``) gives TensorFlow's fused op's
+    losses and gradient ``(softmax - onehot) * upstream``, with a different weight per row (masks,
+    token counts), in a compiled function and under XLA."""
+    import tensorflow as tf
+
+    from zoo.training.losses import softmax_cross_entropy
+
+    rng = np.random.default_rng(3)
+    logits = tf.constant(rng.normal(size=(37, 301)).astype("float32") * 4)
+    labels = tf.constant(rng.integers(0, 301, size=37).astype("int32"))
+    weights = tf.constant(rng.uniform(0, 2, size=37).astype("float32"))
+
+    def run(fn):
+        @tf.function(jit_compile=jit_compile, autograph=False)
+        def step(z):
+            with tf.GradientTape() as tape:
+                tape.watch(z)
+                nll = fn(z, labels)
+                total = tf.reduce_sum(nll * weights)
+            return nll, tape.gradient(total, z)
+        return step(logits)
+
+    nll, grad = run(softmax_cross_entropy)
+    want_nll, want_grad = run(lambda z, y: tf.nn.sparse_softmax_cross_entropy_with_logits(y, z))
+    np.testing.assert_allclose(nll.numpy(), want_nll.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_cross_entropy_of_a_label_whose_probability_underflows_is_finite_and_exact():
+    """A label ~200 below the largest logit has probability exp(-200) = 0 in float32; its loss is
+    still logsumexp - logit (about 200), not inf: the normaliser comes from the largest probability."""
+    import tensorflow as tf
+
+    from zoo.training.losses import softmax_cross_entropy
+
+    logits = tf.constant([[200.0, 0.0, 1.0, 199.0], [0.0, 0.0, 0.0, 0.0]])
+    labels = tf.constant([1, 3])
+    nll = softmax_cross_entropy(logits, labels).numpy()
+    want = _reference(labels.numpy(), logits.numpy().astype("float64"), 0.0)
+    assert np.all(np.isfinite(nll))
+    np.testing.assert_allclose(nll, want, rtol=1e-6)
+    assert nll[0] == pytest.approx(200.0 + np.log1p(np.exp(-1.0)), rel=1e-6)

@@ -10,14 +10,51 @@ def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
     loop's global-batch loss are built from these two."""
     y_true = ops.cast(y_true, "int32")
     logits = ops.cast(y_pred, "float32")
-    # The fused sparse softmax cross-entropy (TensorFlow: one op whose gradient is softmax - onehot).
-    # log_softmax + take_along_axis gave the same numbers, but its gradient scattered into a dense
-    # [B, T, V] tensor (UnsortedSegmentSum): 11% of a base-size training step (zoo.bench, profiled).
-    nll = ops.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
+    nll = sparse_cross_entropy(y_true, logits)
     if label_smoothing > 0:  # mean_v log p(v) = mean_v z_v - logsumexp(z)
         mean_logp = ops.mean(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
         nll = (1.0 - label_smoothing) * nll - label_smoothing * mean_logp
     return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
+
+
+def sparse_cross_entropy(labels, logits):
+    """``-log softmax(logits)[label]`` per position: ``labels [...]`` int32, ``logits [..., V]`` float32.
+
+    On TensorFlow, ``softmax_cross_entropy``: the loss and its gradient ``softmax - onehot`` from one
+    ``Softmax`` (a oneDNN primitive on x86: threaded and vectorised), where TensorFlow's fused
+    ``SparseSoftmaxCrossEntropyWithLogits`` runs slower Eigen passes: forward and backward at ``[534,
+    8000]`` (a base-size training step's real tokens) 15.2 -> 6.4 ms, at d2l's ``[450, 201]`` 616 ->
+    368 us (docs/performance.md, 2026-11-25, night). Other backends: ``keras.ops``' fused op. (Before
+    the fused op, ``log_softmax`` + a gather scattered its gradient into a dense ``[B, T, V]``.)"""
+    if keras.backend.backend() != "tensorflow":
+        return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    import tensorflow as tf
+
+    shape = tf.shape(labels)
+    flat = softmax_cross_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]), tf.reshape(labels, [-1]))
+    return tf.reshape(flat, shape)
+
+
+def softmax_cross_entropy(logits, labels):
+    """``-log softmax(logits)[labels]`` of rows ``logits [N, V]``, ``labels [N]`` (TensorFlow), with
+    the gradient ``(softmax - onehot) * upstream``. The log-normaliser comes from the softmax itself:
+    the largest probability is ``exp(max - logsumexp) = 1 / sum(exp(logits - max))``, at least ``1 /
+    V``, so ``logsumexp = max - log(max probability)`` with no second pass of ``exp`` and no
+    underflow (a label's own probability can underflow to 0; its loss is ``logsumexp - logit``)."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def xent(z):
+        p = tf.nn.softmax(z)
+        picked = tf.gather(z, labels, batch_dims=1)
+        nll = tf.reduce_max(z, -1) - tf.math.log(tf.reduce_max(p, -1)) - picked
+
+        def grad(upstream):
+            return (p - tf.one_hot(labels, tf.shape(z)[-1], dtype=p.dtype)) * upstream[:, None]
+
+        return nll, grad
+
+    return xent(logits)
 
 
 def real_token_losses(y_true, features, output_logits, label_smoothing=0.0, pad_id=0):
