@@ -81,11 +81,13 @@ def test_real_token_losses_of_a_batch_of_padding_only_are_empty():
     assert tuple(nll.shape) == tuple(mask.shape) == (0,)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("jit_compile", [False, True])
-def test_softmax_cross_entropy_equals_tensorflows_fused_op_with_weighted_upstream(jit_compile):
+def test_softmax_cross_entropy_equals_tensorflows_fused_op_with_weighted_upstream(jit_compile, smoothing):
     """The loss from one softmax (``losses.softmax_cross_entropy``) gives TensorFlow's fused op's
-    losses and gradient ``(softmax - onehot) * upstream``, with a different weight per row (masks,
-    token counts), in a compiled function and under XLA."""
+    losses and gradient ``(softmax - onehot) * upstream`` (label smoothing: the textbook formula,
+    differentiated by TensorFlow), with a different weight per row (masks, token counts), in a
+    compiled function and under XLA."""
     import tensorflow as tf
 
     from zoo.training.losses import softmax_cross_entropy
@@ -105,8 +107,13 @@ def test_softmax_cross_entropy_equals_tensorflows_fused_op_with_weighted_upstrea
             return nll, tape.gradient(total, z)
         return step(logits)
 
-    nll, grad = run(softmax_cross_entropy)
-    want_nll, want_grad = run(lambda z, y: tf.nn.sparse_softmax_cross_entropy_with_logits(y, z))
+    def textbook(z, y):
+        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(y, z)
+        mean_logp = tf.reduce_mean(z, -1) - tf.reduce_logsumexp(z, -1)
+        return (1.0 - smoothing) * nll - smoothing * mean_logp
+
+    nll, grad = run(lambda z, y: softmax_cross_entropy(z, y, smoothing))
+    want_nll, want_grad = run(textbook)
     np.testing.assert_allclose(nll.numpy(), want_nll.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
 

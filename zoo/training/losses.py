@@ -10,47 +10,57 @@ def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
     loop's global-batch loss are built from these two."""
     y_true = ops.cast(y_true, "int32")
     logits = ops.cast(y_pred, "float32")
-    nll = sparse_cross_entropy(y_true, logits)
-    if label_smoothing > 0:  # mean_v log p(v) = mean_v z_v - logsumexp(z)
-        mean_logp = ops.mean(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
-        nll = (1.0 - label_smoothing) * nll - label_smoothing * mean_logp
+    nll = sparse_cross_entropy(y_true, logits, label_smoothing)
     return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
 
 
-def sparse_cross_entropy(labels, logits):
-    """``-log softmax(logits)[label]`` per position: ``labels [...]`` int32, ``logits [..., V]`` float32.
+def sparse_cross_entropy(labels, logits, label_smoothing=0.0):
+    """``-log softmax(logits)[label]`` per position (``labels [...]`` int32, ``logits [..., V]``
+    float32), with label smoothing ``eps``: ``(1 - eps) nll - eps mean_v log p(v)``.
 
-    On TensorFlow, ``softmax_cross_entropy``: the loss and its gradient ``softmax - onehot`` from one
-    ``Softmax`` (a oneDNN primitive on x86: threaded and vectorised), where TensorFlow's fused
-    ``SparseSoftmaxCrossEntropyWithLogits`` runs slower Eigen passes: forward and backward at ``[534,
-    8000]`` (a base-size training step's real tokens) 15.2 -> 6.4 ms, at d2l's ``[450, 201]`` 616 ->
-    368 us (docs/performance.md, 2026-11-25, night). Other backends: ``keras.ops``' fused op. (Before
-    the fused op, ``log_softmax`` + a gather scattered its gradient into a dense ``[B, T, V]``.)"""
+    On TensorFlow, ``softmax_cross_entropy``: the loss and its gradient from one ``Softmax`` (a
+    oneDNN primitive on x86: threaded and vectorised), where TensorFlow's fused
+    ``SparseSoftmaxCrossEntropyWithLogits`` runs slower Eigen passes, and label smoothing took a
+    ``logsumexp`` more (and its gradient, another softmax): forward and backward at ``[534, 8000]`` (a
+    base-size training step's real tokens) 15.2 -> 6.4 ms, at d2l's ``[450, 201]`` 616 -> 368 us
+    (docs/performance.md, 2026-11-25, night). Other backends: ``keras.ops``' fused op. (Before the
+    fused op, ``log_softmax`` + a gather scattered its gradient into a dense ``[B, T, V]``.)"""
     if keras.backend.backend() != "tensorflow":
-        return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        if label_smoothing > 0:  # mean_v log p(v) = mean_v z_v - logsumexp(z)
+            mean_logp = ops.mean(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
+            nll = (1.0 - label_smoothing) * nll - label_smoothing * mean_logp
+        return nll
     import tensorflow as tf
 
     shape = tf.shape(labels)
-    flat = softmax_cross_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]), tf.reshape(labels, [-1]))
+    flat = softmax_cross_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]), tf.reshape(labels, [-1]),
+                                 label_smoothing)
     return tf.reshape(flat, shape)
 
 
-def softmax_cross_entropy(logits, labels):
+def softmax_cross_entropy(logits, labels, label_smoothing=0.0):
     """``-log softmax(logits)[labels]`` of rows ``logits [N, V]``, ``labels [N]`` (TensorFlow), with
-    the gradient ``(softmax - onehot) * upstream``. The log-normaliser comes from the softmax itself:
-    the largest probability is ``exp(max - logsumexp) = 1 / sum(exp(logits - max))``, at least ``1 /
-    V``, so ``logsumexp = max - log(max probability)`` with no second pass of ``exp`` and no
-    underflow (a label's own probability can underflow to 0; its loss is ``logsumexp - logit``)."""
+    label smoothing ``eps``: ``logsumexp - (1 - eps) logit - eps mean(logits)``; its gradient is
+    ``(softmax - (1 - eps) onehot - eps / V) * upstream``. The log-normaliser comes from the softmax
+    itself: the largest probability is ``exp(max - logsumexp) = 1 / sum(exp(logits - max))``, at
+    least ``1 / V``, so ``logsumexp = max - log(max probability)`` with no second pass of ``exp`` and
+    no underflow (a label's own probability can underflow to 0; its loss is ``logsumexp - logit``)."""
     import tensorflow as tf
+
+    eps = float(label_smoothing)
 
     @tf.custom_gradient
     def xent(z):
         p = tf.nn.softmax(z)
         picked = tf.gather(z, labels, batch_dims=1)
-        nll = tf.reduce_max(z, -1) - tf.math.log(tf.reduce_max(p, -1)) - picked
+        lse = tf.reduce_max(z, -1) - tf.math.log(tf.reduce_max(p, -1))
+        nll = lse - picked if eps == 0 else lse - (1.0 - eps) * picked - eps * tf.reduce_mean(z, -1)
 
         def grad(upstream):
-            return (p - tf.one_hot(labels, tf.shape(z)[-1], dtype=p.dtype)) * upstream[:, None]
+            spread = eps / tf.cast(tf.shape(z)[-1], p.dtype)  # 0 without smoothing
+            target = tf.one_hot(labels, tf.shape(z)[-1], on_value=1.0 - eps + spread, off_value=spread)
+            return (p - target) * upstream[:, None]
 
         return nll, grad
 
