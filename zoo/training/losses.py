@@ -23,7 +23,7 @@ def sparse_cross_entropy(labels, logits, label_smoothing=0.0):
     ``SparseSoftmaxCrossEntropyWithLogits`` runs slower Eigen passes, and label smoothing took a
     ``logsumexp`` more (and its gradient, another softmax): forward and backward at ``[534, 8000]`` (a
     base-size training step's real tokens) 15.2 -> 6.4 ms, at d2l's ``[450, 201]`` 616 -> 368 us
-    (docs/performance.md, 2026-11-25, night). Other backends: ``keras.ops``' fused op. (Before the
+    (docs/performance.md, 2026-11-25, late night). Other backends: ``keras.ops``' fused op. (Before the
     fused op, ``log_softmax`` + a gather scattered its gradient into a dense ``[B, T, V]``.)"""
     if keras.backend.backend() != "tensorflow":
         nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
