@@ -196,7 +196,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
 
     loop_vars = (tf.constant(0), token, state, alive_seq, alive_logp, alive_attn, fin_score, alive_cov,
                  fin_seq, fin_attn, fin_logp, fin_len)
-    loop_vars = tf.cond(max_length > 0, lambda: first_step(*loop_vars), lambda: loop_vars)
+    loop_vars = tf.cond(cond(*loop_vars), lambda: first_step(*loop_vars), lambda: loop_vars)  # the loop's own test
     (steps, _, _, alive_seq, alive_logp, alive_attn, fin_score, alive_cov, fin_seq, fin_attn, fin_logp,
      fin_len) = tf.while_loop(cond, body, loop_vars)
 
