@@ -40,6 +40,28 @@ def test_rnn_model_flops_match_hand_counts():
         flops.model_forward(luong, [2], [4])
 
 
+@pytest.mark.parametrize("name", ["luong", "transformer"])
+def test_the_beam_floor_decodes_every_sentence_four_times_over_one_encoding(name):
+    """The beam target's floor (greedy on four rows per sentence): each sentence's greedy ids, four
+    times, from one encoding of it."""
+    import numpy as np
+    import tensorflow as tf
+    from test_decoding import make
+    from test_models import SOURCE
+
+    from zoo.bench.measure import _EncodedOnce
+    from zoo.decoding import greedy_decode
+
+    model = make(name)
+    single = greedy_decode(model, SOURCE, 5, eos_id=-1)[0].numpy()
+    calls = []
+    encode = model.encode
+    model.encode = lambda source, training=False: calls.append(source.shape[0]) or encode(source, training=training)
+    fourfold = greedy_decode(_EncodedOnce(model, 4), tf.repeat(SOURCE, 4, axis=0), 5, eos_id=-1)[0].numpy()
+    np.testing.assert_array_equal(fourfold, np.repeat(single, 4, axis=0))
+    assert calls == [SOURCE.shape[0]]  # the sentences once, not four times
+
+
 def test_a_figure_that_rounds_onto_its_threshold_shows_the_digits_that_decide():
     from zoo.bench.report import _target
 
@@ -93,6 +115,9 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
         assert f"as decoded: {row['greedy_sent_per_s'] / row['beam4_sent_per_s']:.2f}x" in beam["figure"]
         assert row["greedy_1_fixed_ms"] > 0 and row["beam4_1_fixed_ms"] > 0  # one sentence alone, beside it
         assert f"one sentence: {row['beam4_1_fixed_ms'] / row['greedy_1_fixed_ms']:.2f}x" in beam["figure"]
+        # and the floor beside it: greedy on four rows per sentence over one encoding
+        assert row["greedy_x4_fixed_ms"] > 0
+        assert f"beam-4's rows): {row['greedy_x4_fixed_ms'] / row['greedy_fixed_ms']:.2f}x" in beam["figure"]
 
     statuses = {t["target"]: t["status"] for t in results["targets"]}
     assert set(statuses.values()) <= {"PASS", "FAIL", "NOT MEASURED"}

@@ -10,7 +10,7 @@ from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
 
 import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
-from zoo.decoding.beam_search import top_k_rows  # noqa: E402
+from zoo.decoding.beam_search import best_continuations, top_k_rows  # noqa: E402
 from zoo.decoding.greedy import filter_logits  # noqa: E402
 
 
@@ -46,6 +46,30 @@ def test_top_k_rows_through_slice_maxima_is_top_k(width):
         expected = tf.math.top_k(values, k=k)
         np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
         np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
+
+
+@pytest.mark.parametrize("width", [40, 1024, 1500])
+def test_best_continuations_rank_score_plus_log_softmax_as_top_k_of_the_sums(width):
+    """The n best of score + log_softmax(logits) over each sentence's K hypotheses and V words, as
+    top_k of the written-out sums gives them: a narrow vocabulary (the sums' path), one that fills its
+    slices and one that pads the last; the best words of two hypotheses in one slice each, a dead
+    hypothesis (score -1e9), equal logits, and hypotheses whose scores reorder their logits."""
+    rng = np.random.default_rng(1)
+    batch, k = 3, 4
+    logits = (3.0 * rng.normal(size=(batch * k, width))).astype("float32")
+    scores = rng.normal(size=(batch, k)).astype("float32") - 2.0
+    logits[0, 3:11] = 30.0 + np.arange(8)  # hypothesis 0's eight best words in one slice
+    logits[1, 3:11] = 30.0 + np.arange(8)  # hypothesis 1: the same logits, a different score
+    scores[0, 3] = -1e9  # a dead hypothesis: never ranked above a live one
+    logits[5] = 1.0  # one word as good as every other
+    logits[-1, -2:] = 40.0  # the best in the (padded) last slice
+    for n in (1, 8):
+        values, index = best_continuations(tf.constant(logits), tf.constant(scores), n)
+        logp = tf.nn.log_softmax(tf.constant(logits)).numpy().reshape(batch, k, width)
+        total = (scores[:, :, None] + logp).reshape(batch, k * width)
+        expected = tf.math.top_k(total, k=n)
+        np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
+        np.testing.assert_allclose(values.numpy(), expected.values.numpy(), rtol=1e-6, atol=1e-4)
 
 
 def test_beam_search_over_a_thousand_word_vocabulary_is_greedy_at_size_one_and_no_worse_at_four():
