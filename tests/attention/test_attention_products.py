@@ -129,3 +129,33 @@ def test_projections_heads_first_in_one_transpose_are_the_split_projections_move
         graph = tf.function(lambda t: layer.project(t, parts, heads_first=True)).get_concrete_function(spec).graph
         moves = [op for op in graph.get_operations() if op.type == "Transpose" and "Tensordot" not in op.name]
         assert len(moves) == 1 and not any(op.type == "SplitV" for op in graph.get_operations())
+
+
+@tensorflow_only
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (2, 0, 3, 1, 4)])
+def test_narrow_heads_move_by_tensorflows_own_transpose_with_the_same_values_and_gradients(perm):
+    """``move_axes(..., narrow=True)``: the values and gradients of ``ops.transpose``, in a compiled
+    function, from Transpose ops on int32 bits (oneDNN rewrites float32 ones only)."""
+    rng = np.random.default_rng(3)
+    shape = (4, 5, 3, 2, 6) if len(perm) == 5 else (4, 5, 3, 6)
+    x = tf.constant(rng.normal(size=shape).astype("float32"))
+    weight = tf.constant(rng.normal(size=[shape[p] for p in perm]).astype("float32"))
+
+    def moved_and_gradient(narrow):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = _products.move_axes(x, perm, narrow)
+            loss = tf.reduce_sum(y * weight)
+        return y, tape.gradient(loss, x)
+
+    step = tf.function(moved_and_gradient, autograph=False)
+    (y, grad), (y_ref, grad_ref) = step(True), step(False)
+    np.testing.assert_array_equal(y.numpy(), np.transpose(x.numpy(), perm))
+    np.testing.assert_array_equal(y.numpy(), y_ref.numpy())
+    np.testing.assert_array_equal(grad.numpy(), grad_ref.numpy())
+    graph = step.get_concrete_function(True).graph
+    moves = [op for op in graph.get_operations() if op.type == "Transpose"]
+    assert moves and all(op.get_attr("T") == tf.int32 for op in moves)
+    gradient_graph = [f for f in graph.as_graph_def().library.function]
+    assert all(node.attr["T"].type == tf.int32.as_datatype_enum
+               for f in gradient_graph for node in f.node_def if node.op == "Transpose")

@@ -12,13 +12,14 @@ from zoo.attention.base_attention import BaseAttention, register_attention
 SCORINGS = ("scaled_dot", "dot")
 
 
-def heads_major(x):
+def heads_major(x, narrow=False):
     """``[B, T, H, d]`` <-> ``[B, H, T, d]`` (the swap is its own inverse). With one step (or one
-    head) the swap moves no data, so it is a reshape, not a transpose: a decoder's every step."""
+    head) the swap moves no data, so it is a reshape, not a transpose: a decoder's every step.
+    ``narrow``: TensorFlow's own transpose (``_products.move_axes``)."""
     if x.shape[1] == 1 or x.shape[2] == 1:
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[2], shape[1], shape[3]))
-    return ops.transpose(x, (0, 2, 1, 3))
+    return _products.move_axes(x, (0, 2, 1, 3), narrow)
 
 
 @register_attention("multi_head")
@@ -124,6 +125,12 @@ class MultiHeadAttention(BaseAttention):
         return key
 
     @property
+    def _narrow(self):
+        """Heads narrow enough (``H d <= NARROW_HEADS``) to move between layouts by TensorFlow's own
+        transpose (``_products.move_axes``)."""
+        return self.num_heads * max(self.head_key_dim, self.head_value_dim) <= _products.NARROW_HEADS
+
+    @property
     def _key_scale(self):
         """``1 / sqrt(d_k)`` of ``scaled_dot``, applied to the keys once (``prepare_key``, ``project``)."""
         return 1.0 / math.sqrt(self.head_key_dim)
@@ -164,11 +171,11 @@ class MultiHeadAttention(BaseAttention):
         if heads_first and len(set(sizes)) == 1 and len(shape) == 2:
             width = sizes[0] // self.num_heads
             joined = ops.reshape(joined, (*shape, len(sizes), self.num_heads, width))
-            return ops.unstack(ops.transpose(joined, (2, 0, 3, 1, 4)), axis=0)
+            return ops.unstack(_products.move_axes(joined, (2, 0, 3, 1, 4), self._narrow), axis=0)
         pieces = ops.split(joined, [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)], axis=-1) \
             if len(sizes) > 1 else [joined]
         split = [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads)) for piece, size in zip(pieces, sizes)]
-        return [heads_major(piece) for piece in split] if heads_first else split
+        return [heads_major(piece, self._narrow) for piece in split] if heads_first else split
 
     def prepare(self, value, key=None, heads_first=False):
         """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
@@ -178,7 +185,7 @@ class MultiHeadAttention(BaseAttention):
             return tuple(self.project(value, ("key", "value"), heads_first=heads_first))
         keys, values = self.prepare_key(key), self.value_dense(value)
         if heads_first:
-            return heads_major(keys), heads_major(values)
+            return heads_major(keys, self._narrow), heads_major(values, self._narrow)
         return keys, values
 
     def score(self, query, prepared_key):
@@ -199,14 +206,14 @@ class MultiHeadAttention(BaseAttention):
         ``queries_first=True`` takes the queries heads first too (``[B, H, Tq, d_k]``, from ``project``
         with ``heads_first``)."""
         if not queries_first:
-            queries = heads_major(queries)
+            queries = heads_major(queries, self._narrow)
         if not heads_first:
-            keys, values = heads_major(keys), heads_major(values)
+            keys, values = heads_major(keys, self._narrow), heads_major(values, self._narrow)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
         small = _products.is_small(queries, keys)  # which kernels run the products (``_products``)
         weights = _products.attention_weights(queries, keys, head_mask, small)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        heads = heads_major(_products.weighted_values(dropped, values, small))  # [B, Tq, H, d_v]
+        heads = heads_major(_products.weighted_values(dropped, values, small), self._narrow)  # [B, Tq, H, d_v]
         if before_output is not None:
             heads = before_output(heads)
         return self.project_output(heads), weights
