@@ -47,29 +47,6 @@ def _product(a, b, adj_a=False, adj_b=False):
     return tf.raw_ops.BatchMatMulV3(x=a, y=b, adj_x=adj_a, adj_y=adj_b, Tout=a.dtype)
 
 
-def move_axes(x, perm, narrow):
-    """``ops.transpose(x, perm)``; with ``narrow`` (float32 on TensorFlow) by TensorFlow's own kernel,
-    forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's
-    transpose (the x86 default) pays a fixed cost many times the copy of a small one: in a loop,
-    ``[64, 4, 9, 8]`` 46 -> 14.5 us, ``[64, 9, 3, 4, 8]`` 66 -> 40 us (d2l's sizes); at ``[64, 4, 20,
-    64]`` the same, at ``[64, 20, 3, 4, 64]`` 182 -> 205 us (oneDNN's threads pay there: hence
-    ``narrow``, ``H d <= NARROW_HEADS``, a choice made at trace time)."""
-    if not narrow or not _own_kernels(x):
-        return ops.transpose(x, perm)
-    import tensorflow as tf
-
-    inverse = tuple(perm.index(axis) for axis in range(len(perm)))
-
-    def moved_bits(t, order):
-        return tf.bitcast(tf.transpose(tf.bitcast(t, tf.int32), order), t.dtype)
-
-    @tf.custom_gradient
-    def moved(t):
-        return moved_bits(t, perm), lambda upstream: moved_bits(upstream, inverse)
-
-    return moved(x)
-
-
 def _small_scores(queries, keys):
     """``Q K^T`` with TensorFlow's kernel forward and backward."""
     import tensorflow as tf

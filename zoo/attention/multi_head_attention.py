@@ -7,7 +7,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention import _products
-from zoo.attention.base_attention import BaseAttention, register_attention
+from zoo.attention.base_attention import BaseAttention, move_axes, register_attention
 
 SCORINGS = ("scaled_dot", "dot")
 
@@ -15,11 +15,11 @@ SCORINGS = ("scaled_dot", "dot")
 def heads_major(x, narrow=False):
     """``[B, T, H, d]`` <-> ``[B, H, T, d]`` (the swap is its own inverse). With one step (or one
     head) the swap moves no data, so it is a reshape, not a transpose: a decoder's every step.
-    ``narrow``: TensorFlow's own transpose (``_products.move_axes``)."""
+    ``narrow``: TensorFlow's own transpose (``move_axes``)."""
     if x.shape[1] == 1 or x.shape[2] == 1:
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[2], shape[1], shape[3]))
-    return _products.move_axes(x, (0, 2, 1, 3), narrow)
+    return move_axes(x, (0, 2, 1, 3), narrow)
 
 
 @register_attention("multi_head")
@@ -127,7 +127,7 @@ class MultiHeadAttention(BaseAttention):
     @property
     def _narrow(self):
         """Heads narrow enough (``H d <= NARROW_HEADS``) to move between layouts by TensorFlow's own
-        transpose (``_products.move_axes``)."""
+        transpose (``move_axes``)."""
         return self.num_heads * max(self.head_key_dim, self.head_value_dim) <= _products.NARROW_HEADS
 
     @property
@@ -171,7 +171,7 @@ class MultiHeadAttention(BaseAttention):
         if heads_first and len(set(sizes)) == 1 and len(shape) == 2:
             width = sizes[0] // self.num_heads
             joined = ops.reshape(joined, (*shape, len(sizes), self.num_heads, width))
-            return ops.unstack(_products.move_axes(joined, (2, 0, 3, 1, 4), self._narrow), axis=0)
+            return ops.unstack(move_axes(joined, (2, 0, 3, 1, 4), self._narrow), axis=0)
         pieces = ops.split(joined, [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)], axis=-1) \
             if len(sizes) > 1 else [joined]
         split = [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads)) for piece, size in zip(pieces, sizes)]
