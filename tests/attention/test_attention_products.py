@@ -134,7 +134,7 @@ def test_projections_heads_first_in_one_transpose_are_the_split_projections_move
 @tensorflow_only
 @pytest.mark.parametrize("perm", [(0, 2, 1, 3), (2, 0, 3, 1, 4)])
 def test_narrow_heads_move_by_tensorflows_own_transpose_with_the_same_values_and_gradients(perm):
-    """``base_attention.move_axes(..., narrow=True)``: the values and gradients of ``ops.transpose``, in a compiled
+    """``base_attention.move_axes(..., own_kernel=True)``: the values and gradients of ``ops.transpose``, in a compiled
     function, from Transpose ops on int32 bits (oneDNN rewrites float32 ones only)."""
     from zoo.attention.base_attention import move_axes
 
@@ -143,10 +143,10 @@ def test_narrow_heads_move_by_tensorflows_own_transpose_with_the_same_values_and
     x = tf.constant(rng.normal(size=shape).astype("float32"))
     weight = tf.constant(rng.normal(size=[shape[p] for p in perm]).astype("float32"))
 
-    def moved_and_gradient(narrow):
+    def moved_and_gradient(own_kernel):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = move_axes(x, perm, narrow)
+            y = move_axes(x, perm, own_kernel)
             loss = tf.reduce_sum(y * weight)
         return y, tape.gradient(loss, x)
 

@@ -29,16 +29,10 @@ Small Transformer training step, trees alternating (``python -m zoo.bench sizes=
 
 from keras import ops
 
-from zoo.attention.base_attention import large_negative, masked_softmax
+from zoo.attention.base_attention import _own_kernels, large_negative, masked_softmax
 
 SMALL_WORK = 8192  # Tq * Tk * d_k of one head at or below which TensorFlow's own kernels run
 NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by TensorFlow's own transpose
-
-
-def _own_kernels(x) -> bool:
-    import keras
-
-    return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(x.dtype) == "float32"
 
 
 def _product(a, b, adj_a=False, adj_b=False):

@@ -68,16 +68,22 @@ def masked_softmax(scores, mask=None, axis=-1):
     return weights * ops.cast(mask, weights.dtype)
 
 
-def move_axes(x, perm, narrow):
-    """``ops.transpose(x, perm)``; with ``narrow`` (float32 on TensorFlow) by TensorFlow's own kernel,
+def _own_kernels(x) -> bool:
+    """Whether TensorFlow's own kernels can stand in for oneDNN's for ``x``: float32 on TensorFlow
+    (``move_axes`` here, the small attention products of ``_products``)."""
+    return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(x.dtype) == "float32"
+
+
+def move_axes(x, perm, own_kernel):
+    """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
     forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's
     transpose (the x86 default) pays a fixed cost many times the copy of a small one: in a loop,
     ``[64, 4, 9, 8]`` 46 -> 14.5 us, ``[64, 9, 3, 4, 8]`` 66 -> 40 us (d2l's sizes); at ``[64, 4, 20,
     64]`` the same, at ``[64, 20, 3, 4, 64]`` 182 -> 205 us (oneDNN's threads pay there: hence
-    ``narrow``, for attention heads ``H d <= 64``, a choice made at trace time; the RNN layers' moves
-    to time-major and back take it always: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20, 768]`` 170 ->
-    137 us)."""
-    if not narrow or keras.backend.backend() != "tensorflow" or keras.backend.standardize_dtype(x.dtype) != "float32":
+    ``own_kernel`` for attention heads with ``H d <= 64`` only, a choice made at trace time; the RNN
+    layers' moves to time-major and back take it always: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20,
+    768]`` 170 -> 137 us)."""
+    if not own_kernel or not _own_kernels(x):
         return ops.transpose(x, perm)
     import tensorflow as tf
 

@@ -175,14 +175,14 @@ def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=Fals
     states = [ops.cast(s, dtype) for s in initial_state] if initial_state is not None else (
         [zeros, zeros] if lstm else [zeros])
 
-    projected = move_axes(projected, (1, 0, 2), narrow=True)  # time-major, as the time loop reads it
+    projected = move_axes(projected, (1, 0, 2), own_kernel=True)  # time-major, as the time loop reads it
     if lstm:
         sequences = _lstm_sequences(projected, *states, recurrent_kernel)
     else:
         if recurrent_bias is None:
             recurrent_bias = tf.zeros((3 * units,), dtype)
         sequences = _gru_sequences(projected, states[0], recurrent_kernel, recurrent_bias)
-    outputs = move_axes(sequences[0], (1, 0, 2), narrow=True)  # [B, T, units]
+    outputs = move_axes(sequences[0], (1, 0, 2), own_kernel=True)  # [B, T, units]
     if lengths is None:
         return [outputs, *(seq[-1] for seq in sequences)]
     rows = tf.range(tf.shape(lengths)[0], dtype=lengths.dtype)
