@@ -227,3 +227,55 @@ def test_beam_search_traces_for_one_sentence_of_static_shape(name):
     eager = beam_search(model, source, 6, beam_size=4)
     np.testing.assert_array_equal(compiled["nbest_ids"].numpy(), eager["nbest_ids"].numpy())
     np.testing.assert_allclose(compiled["nbest_scores"].numpy(), eager["nbest_scores"].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("luong", {"attention": "general"}), ("luong", {"attention": "dot", "input_feeding": True}),
+    ("luong", {"attention": "concat"}), ("luong", {"attention": "local_p"}), ("luong", {"attention": "location"}),
+    ("luong", {"attention": "multi_head", "cell": "gru", "num_layers": 2}),
+    ("bahdanau", {}), ("bahdanau", {"attention": "multi_head", "deep_output": True}),
+    ("bahdanau", {"attention": "general", "cell": "lstm", "num_layers": 2}),
+])
+def test_hypotheses_attend_as_their_sentences_queries_with_the_numbers_of_a_repeated_memory(name, options):
+    """``hypotheses_memory``: the memory stays one row per sentence, and a step on K rows per sentence
+    (beam search's hypotheses) gives what it gives over the memory repeated K times; so does the search."""
+    model = zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB,
+                              **{**TINY[name], **options})
+    assert model.ensure_built().groups_hypotheses
+    k, rows = 3, np.repeat(np.arange(len(SOURCE)), 3)
+    sentences = model.encode(SOURCE)
+    grouped = model.hypotheses_memory(sentences, k)
+    assert grouped["memory"] is sentences["memory"] and grouped["hypotheses"] == k  # each source once
+    repeated = tf.nest.map_structure(lambda x: tf.gather(x, rows), sentences)
+    state = tf.nest.map_structure(lambda x: tf.gather(x, rows), model.initial_state(sentences, max_length=4))
+    other = state
+    for tokens in ([2] * 9, [5, 6, 7, 8, 9, 4, 5, 6, 7], [3, 4, 5, 9, 8, 7, 6, 5, 4]):  # rows drift apart
+        tokens = tf.constant(tokens, tf.int32)
+        logits, state, attention = model.decode_step(tokens, state, grouped)
+        expected, other, expected_attention = model.decode_step(tokens, other, repeated)
+        np.testing.assert_allclose(logits.numpy(), expected.numpy(), atol=1e-5)
+        np.testing.assert_allclose(attention.numpy(), expected_attention.numpy(), atol=1e-6)
+        assert attention.shape == (len(rows), SOURCE.shape[1])
+        for got, want in zip(tf.nest.flatten(state), tf.nest.flatten(other)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+    search = beam_search(model, SOURCE, 6, beam_size=4)
+    type(model).groups_hypotheses, kept = False, type(model).groups_hypotheses  # the repeated memory's search
+    try:
+        plain = beam_search(model, SOURCE, 6, beam_size=4)
+    finally:
+        type(model).groups_hypotheses = kept
+    np.testing.assert_array_equal(search["nbest_ids"].numpy(), plain["nbest_ids"].numpy())
+    np.testing.assert_allclose(search["nbest_scores"].numpy(), plain["nbest_scores"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(search["attention"].numpy(), plain["attention"].numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["luong", "bahdanau"])
+def test_a_positional_attentions_hypotheses_keep_a_repeated_memory(name):
+    """local-m places each row's query at that row's own target step: no grouping, every tensor repeated."""
+    model = zoo.models.create(
+        name, source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB,
+        **{**TINY[name], "attention": "local_m", "attention_options": {"window_size": 2}})
+    assert not model.ensure_built().groups_hypotheses
+    memory = model.hypotheses_memory(model.encode(SOURCE), 4)
+    assert "hypotheses" not in memory and memory["memory"].shape[0] == 4 * len(SOURCE)
+    assert beam_search(model, SOURCE, 6, beam_size=4)["nbest_ids"].shape[:2] == (len(SOURCE), 4)

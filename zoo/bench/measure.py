@@ -320,9 +320,11 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
 
 
 class _EncodedOnce:
-    """``model`` whose ``encode`` encodes every ``copies``-th source and repeats each result ``copies``
-    times (sources given as ``tf.repeat(sources, copies, axis=0)``): decoding through it steps the
-    model on ``copies`` rows per sentence after one encoding, as beam search does."""
+    """``model`` whose ``encode`` encodes every ``copies``-th source (sources given as
+    ``tf.repeat(sources, copies, axis=0)``) and gives the memory beam search's steps read for
+    ``copies`` hypotheses per sentence (``hypotheses_memory``), its ``initial_state`` each sentence's
+    repeated: decoding through it steps the model on ``copies`` rows per sentence after one
+    encoding, as beam search does."""
 
     def __init__(self, model, copies: int):
         self._model, self._copies = model, copies
@@ -331,10 +333,14 @@ class _EncodedOnce:
         return getattr(self._model, name)
 
     def encode(self, source, training=False):
+        self._sentences = self._model.encode(source[::self._copies], training=training)
+        return self._model.hypotheses_memory(self._sentences, self._copies)
+
+    def initial_state(self, memory, max_length=None):
         import tensorflow as tf
 
-        encoded = self._model.encode(source[::self._copies], training=training)
-        return tf.nest.map_structure(lambda t: tf.repeat(t, self._copies, axis=0), encoded)
+        state = self._model.initial_state(self._sentences, max_length=max_length)
+        return tf.nest.map_structure(lambda t: tf.repeat(t, self._copies, axis=0), state)
 
 
 def input_wait(overrides, steps: int, warmup: int) -> Dict[str, object]:

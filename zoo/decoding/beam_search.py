@@ -131,8 +131,10 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     def repeat(structure):
         return tf.nest.map_structure(lambda x: tf.gather(x, rows), structure)
 
-    memory = repeat(sentences)  # [B*K, ...]
-    state = model.initial_state(memory, max_length=max_length)
+    # What the step reads for K hypotheses per sentence: the memory repeated K times, or (models that
+    # group hypotheses) each sentence once, its K rows attending as its K queries.
+    memory = model.hypotheses_memory(sentences, k)
+    state = repeat(model.initial_state(sentences, max_length=max_length))  # [B*K, ...]
     source_mask = tf.repeat(tf.not_equal(source, pad_id)[:, None, :], k, axis=1)  # [B, K, Ts]
 
     positions = tf.range(max_length)

@@ -149,6 +149,12 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         return state
 
     @property
+    def groups_hypotheses(self):
+        """Beam search's hypotheses attend as their sentence's queries (``Seq2SeqModel``), but for a
+        positional attention (local-m: each row's own target step)."""
+        return not self.positional_attention
+
+    @property
     def feature_size(self):
         """``H``; with ``deep_output``, ``H + E + C``: ``[s_i; e(y_{i-1}); c_i]``, the readout's input."""
         return self.hidden_size + self.embed_dim + self.context_dim if self.deep_output else self.hidden_size
@@ -173,19 +179,16 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         """``decode_features`` from ``e(y_{i-1})`` (after dropout) instead of ``y_{i-1}``."""
         states = state[:self.num_layers * self.per_layer]
         previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
-        query = ops.expand_dims(previous, 1)  # [B, 1, H]
-        mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]
         position = {"position_offset": state[-1]} if self.positional_attention else {}
-        context, weights = self.attention.attend(query, memory["memory"], memory["keys"], mask=mask,
-                                                 return_attention_scores=True, training=training, **position)
-        rnn_input = ops.concatenate([embedded, ops.squeeze(context, 1)], axis=-1)
+        context, weights = common.attend_step(self.attention, previous, memory, training=training, **position)
+        rnn_input = ops.concatenate([embedded, context], axis=-1)
         output, new_states = rnn.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
                                             self.per_layer, self.output_dropout, training=training)
         if self.deep_output:
-            output = ops.concatenate([output, embedded, ops.squeeze(context, 1)], axis=-1)
+            output = ops.concatenate([output, embedded, context], axis=-1)
         if self.positional_attention:
             new_states += (state[-1] + 1,)
-        return output, new_states, common.attention_row(weights)
+        return output, new_states, weights
 
     def output_logits(self, features, training=None):
         """``W_o`` of ``s_i`` (after dropout); with ``deep_output``, of ``t_i = maxout(readout(features))``."""

@@ -125,6 +125,12 @@ class LuongSeq2Seq(Seq2SeqModel):
         return state
 
     @property
+    def groups_hypotheses(self):
+        """Beam search's hypotheses attend as their sentence's queries (``Seq2SeqModel``), but for a
+        positional attention (local-m: each row's own target step)."""
+        return not self.positional_attention
+
+    @property
     def feature_size(self):
         return self.hidden_size
 
@@ -137,14 +143,11 @@ class LuongSeq2Seq(Seq2SeqModel):
         cells = [layer.cell for layer in self.decoder_layers]
         output, new_states = rnn.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
                                             training=training)  # h_t
-        mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]
         position = {"position_offset": step} if self.positional_attention else {}
-        context, weights = self.attention.attend(ops.expand_dims(output, 1), memory["memory"], memory["keys"],
-                                                 mask=mask, return_attention_scores=True, training=training,
-                                                 **position)
-        attentional = self.attentional(ops.concatenate([ops.squeeze(context, 1), output], axis=-1))  # h~_t
+        context, weights = common.attend_step(self.attention, output, memory, training=training, **position)
+        attentional = self.attentional(ops.concatenate([context, output], axis=-1))  # h~_t
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
-        return self.output_dropout(attentional, training=training), new_state, common.attention_row(weights)
+        return self.output_dropout(attentional, training=training), new_state, weights
 
     def output_logits(self, features, training=None):
         return self.output_projection(features)  # W_s

@@ -1,12 +1,13 @@
 """The interface every registered encoder-decoder model keeps, and the model registry."""
 
 import keras
-from keras import ops
+from keras import ops, tree
 
 from zoo.registry import Registry
 
 MODELS = Registry("model")
 register_model = MODELS.register
+HYPOTHESES = "hypotheses"  # the memory's key for rows per sentence (``Seq2SeqModel.hypotheses_memory``)
 
 
 class Seq2SeqModel(keras.Model):
@@ -35,6 +36,14 @@ class Seq2SeqModel(keras.Model):
     attention)`` gives what ``output_logits`` turns into the teacher-forced logits.
     ``supports_features`` says whether a model does.
 
+    Beam search steps the decoder on ``K`` rows per sentence (its hypotheses, a sentence's rows
+    next to each other) over ``hypotheses_memory(memory, K)``: by default every tensor of the
+    memory repeated ``K`` times. A model whose step reads the memory only through attention may
+    set ``groups_hypotheses``: the memory then stays one row per sentence, marked with the group
+    size (``memory[HYPOTHESES] = K``), and the step attends with a sentence's ``K`` rows as that
+    sentence's ``K`` queries (``zoo.models.common.attend_step``): the same numbers, each source
+    read once for its ``K`` hypotheses instead of ``K`` times.
+
     ``call((source, target_in))`` returns logits ``[B, Tt, V]`` for teacher forcing, and
     ``call(..., return_features=True)`` the features ``[B, Tt, F]`` (models with features; the
     training step gathers the real tokens' rows before ``output_logits`` and the loss). The
@@ -56,6 +65,7 @@ class Seq2SeqModel(keras.Model):
     """
 
     time_loop = "scan"  # or "bounded" (XLA): how ``teacher_forced`` runs ``decode_step`` over time
+    groups_hypotheses = False  # True: ``hypotheses_memory`` keeps one row per sentence (see above)
 
     @property
     def _default_save_signature(self):
@@ -74,6 +84,15 @@ class Seq2SeqModel(keras.Model):
 
     def initial_state(self, memory, max_length=None):
         raise NotImplementedError
+
+    def hypotheses_memory(self, memory, copies):
+        """The memory ``decode_step`` reads for ``copies`` rows per sentence (each sentence's rows
+        next to each other, as ``ops.repeat(rows, copies, axis=0)`` orders them): every tensor
+        repeated ``copies`` times, or, where ``groups_hypotheses``, ``memory`` as it is with
+        ``HYPOTHESES: copies`` added."""
+        if self.groups_hypotheses:
+            return {**memory, HYPOTHESES: int(copies)}
+        return tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), memory)
 
     def decode_step(self, token, state, memory, training=None):
         """``(logits [B, V], state, attention [B, Ts])``; by default ``output_logits`` of ``decode_features``."""
