@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.attention import _products
+from zoo.attention import _kernels, _products
 
 from attention_helpers import fixed_seed  # noqa: F401 (autouse fixture)
 
@@ -97,6 +97,50 @@ def test_the_choice_by_size():
     assert {"BatchMatMulV3", "LogSoftmax"} <= one and not {"BatchMatMulV2", "Softmax"} & one
     unknown = traced(None)  # chosen per batch: both kernels, behind a cond
     assert {"BatchMatMulV3", "BatchMatMulV2"} <= unknown and {"If", "StatelessIf"} & unknown
+
+
+@tensorflow_only
+@pytest.mark.parametrize("weights_shape, values_shape, kernel", [
+    ((3, 1, 9), (3, 9, 16), "BatchMatMulV3"),  # one query (a decoding step, bahdanau's training loop)
+    ((3, 9, 9), (3, 9, 64), "BatchMatMulV3"),  # d2l's teacher-forced luong: 9 x 9 x 64 <= SMALL_WORK
+    ((2, 4, 20), (2, 20, 512), "BatchMatMulV2"),  # four hypotheses at base: oneDNN's
+])
+def test_the_alignment_attentions_context_product_by_size_with_the_same_values_and_gradients(
+        weights_shape, values_shape, kernel):
+    """``_kernels.mix`` (``BaseAttention.attend``'s ``W V``): ``ops.matmul``'s numbers and gradients,
+    on TensorFlow's own kernel where small, forward and backward."""
+    rng = np.random.default_rng(2)
+    w = tf.constant(rng.random(weights_shape).astype("float32"))
+    v = tf.constant(rng.normal(size=values_shape).astype("float32"))
+
+    def both(fn, w, v):
+        with tf.GradientTape() as tape:
+            tape.watch([w, v])
+            out = fn(w, v)
+            loss = tf.reduce_sum(out * tf.sin(out))
+        return [out, *tape.gradient(loss, [w, v])]
+
+    for a, b in zip(both(_kernels.mix, w, v), both(ops.matmul, w, v)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    specs = [tf.TensorSpec(weights_shape, tf.float32), tf.TensorSpec(values_shape, tf.float32)]
+    found = op_types(lambda w, v: both(_kernels.mix, w, v), *specs)
+    assert kernel in found and not ({"BatchMatMulV2", "BatchMatMulV3"} - {kernel}) & found
+
+
+def test_additive_scores_are_v_dot_tanh_of_the_sums():
+    """``AdditiveAttention.score`` (``v^T tanh(W q + U k)`` through one ``[B Tq Tv, U] x [U, 1]``
+    product): the einsum of the equation, for several queries."""
+    import zoo.attention
+
+    layer = zoo.attention.create("additive", units=6)
+    rng = np.random.default_rng(3)
+    query, value = rng.normal(size=(2, 3, 5)).astype("float32"), rng.normal(size=(2, 4, 7)).astype("float32")
+    layer.build(query.shape, value.shape)
+    keys = layer.prepare(value)
+    hidden = ops.tanh(ops.expand_dims(layer.query_dense(query), -2) + ops.expand_dims(keys, -3))
+    expected = ops.einsum("bqku,u->bqk", hidden, layer.v)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer.score(query, keys)), ops.convert_to_numpy(expected),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_multi_head_layer_on_both_paths_gives_the_same_output():

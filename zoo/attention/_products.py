@@ -1,5 +1,6 @@
 """The two products and the softmax of multi-head attention, on heads-first operands, with the
-kernels chosen by size (private helper of ``MultiHeadAttention.attend_heads``).
+kernels chosen by size (private helper of ``MultiHeadAttention.attend_heads``; the kernels themselves
+and the size rule are ``_kernels``', which also runs every alignment attention's context product).
 
 On x86, TensorFlow runs ``BatchMatMulV2`` (what ``matmul`` and ``einsum`` emit) and ``Softmax`` as
 oneDNN primitives by default, whose fixed cost per call is many times the arithmetic of a small
@@ -29,42 +30,10 @@ Small Transformer training step, trees alternating (``python -m zoo.bench sizes=
 
 from keras import ops
 
-from zoo.attention.base_attention import _own_kernels, large_negative, masked_softmax
+from zoo.attention._kernels import either, small_mix, small_scores, small_work
+from zoo.attention.base_attention import large_negative, masked_softmax
 
-SMALL_WORK = 8192  # Tq * Tk * d_k of one head at or below which TensorFlow's own kernels run
 NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by TensorFlow's own transpose
-
-
-def _product(a, b, adj_a=False, adj_b=False):
-    import tensorflow as tf
-
-    return tf.raw_ops.BatchMatMulV3(x=a, y=b, adj_x=adj_a, adj_y=adj_b, Tout=a.dtype)
-
-
-def _small_scores(queries, keys):
-    """``Q K^T`` with TensorFlow's kernel forward and backward."""
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def scores(q, k):
-        def grad(g):  # dQ = G K, dK = G^T Q
-            return _product(g, k), _product(g, q, adj_a=True)
-        return _product(q, k, adj_b=True), grad
-
-    return scores(queries, keys)
-
-
-def _small_mix(weights, values):
-    """``W V`` with TensorFlow's kernel forward and backward."""
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def mix(w, v):
-        def grad(g):  # dW = G V^T, dV = W^T G
-            return _product(g, v, adj_b=True), _product(w, g, adj_a=True)
-        return _product(w, v), grad
-
-    return mix(weights, values)
 
 
 def _small_softmax(scores, mask):
@@ -81,25 +50,8 @@ def is_small(queries, keys):
     """True, False, or (lengths known only at run time) a scalar bool tensor: whether one head's
     ``Q K^T`` (``queries [B, H, Tq, d]``, ``keys [B, H, Tk, d]``) is small enough for TensorFlow's
     own kernels. False wherever those are not in play (``_own_kernels``)."""
-    if not _own_kernels(queries):
-        return False
-    tq, tk, d = queries.shape[2], keys.shape[2], queries.shape[3]
-    if tq == 1:
-        return True
-    if tq is not None and tk is not None and d is not None:
-        return tq * tk * d <= SMALL_WORK
-    shape_q, shape_k = ops.shape(queries), ops.shape(keys)
-    return shape_q[2] * shape_k[2] * (d if d is not None else shape_q[3]) <= SMALL_WORK
-
-
-def _either(small, own, default):
-    if small is True:
-        return own()
-    if small is False:
-        return default()
-    import tensorflow as tf
-
-    return tf.cond(small, own, default)
+    return small_work(queries, (queries.shape[2], keys.shape[2], queries.shape[3]),
+                  lambda: (ops.shape(queries)[2], ops.shape(keys)[2], ops.shape(queries)[3]))
 
 
 def attention_weights(queries, keys, mask, small):
@@ -110,10 +62,10 @@ def attention_weights(queries, keys, mask, small):
         return masked_softmax(ops.matmul(queries, ops.swapaxes(keys, -1, -2)), mask)
 
     if small is True and queries.shape[2] == 1:
-        return _small_softmax(_small_scores(queries, keys), mask)
-    return _either(small, lambda: masked_softmax(_small_scores(queries, keys), mask), default)
+        return _small_softmax(small_scores(queries, keys), mask)
+    return either(small, lambda: masked_softmax(small_scores(queries, keys), mask), default)
 
 
 def weighted_values(weights, values, small):
     """``W V``: ``weights [B, H, Tq, Tk]``, ``values [B, H, Tk, d]`` -> ``[B, H, Tq, d]``."""
-    return _either(small, lambda: _small_mix(weights, values), lambda: ops.matmul(weights, values))
+    return either(small, lambda: small_mix(weights, values), lambda: ops.matmul(weights, values))

@@ -82,7 +82,10 @@ class AdditiveAttention(BaseAttention):
         v = self.v
         if self.normalize:
             v = self.g * v / ops.sqrt(ops.sum(ops.square(v)))
-        return ops.einsum("bqku,u->bqk", hidden, ops.cast(v, hidden.dtype))
+        # v^T tanh(...) as one [B Tq Tv, U] x [U, 1] matmul: the einsum's kernel took 73 against 30 us
+        # forward and backward at d2l's [64, 1, 9, 32], 686 against 488 us at [64, 4, 20, 256].
+        scores = ops.matmul(ops.reshape(hidden, (-1, hidden.shape[-1])), ops.expand_dims(ops.cast(v, hidden.dtype), -1))
+        return ops.reshape(scores, ops.shape(hidden)[:-1])
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,7 @@ import inspect
 import keras
 from keras import ops
 
+from zoo.attention._kernels import mix, own_kernels
 from zoo.registry import Registry
 
 ATTENTIONS = Registry("attention")
@@ -68,12 +69,6 @@ def masked_softmax(scores, mask=None, axis=-1):
     return weights * ops.cast(mask, weights.dtype)
 
 
-def _own_kernels(x) -> bool:
-    """Whether TensorFlow's own kernels can stand in for oneDNN's for ``x``: float32 on TensorFlow
-    (``move_axes`` here, the small attention products of ``_products``)."""
-    return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(x.dtype) == "float32"
-
-
 def move_axes(x, perm, own_kernel):
     """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
     forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's
@@ -83,7 +78,7 @@ def move_axes(x, perm, own_kernel):
     ``own_kernel`` for attention heads with ``H d <= 64`` only, a choice made at trace time; the RNN
     layers' moves to time-major and back take it always: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20,
     768]`` 170 -> 137 us)."""
-    if not own_kernel or not _own_kernels(x):
+    if not own_kernel or not own_kernels(x):
         return ops.transpose(x, perm)
     import tensorflow as tf
 
@@ -206,7 +201,7 @@ class BaseAttention(keras.layers.Layer):
         scores = self.score(query, prepared_key)
         weights = masked_softmax(scores, mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        output = ops.matmul(ops.cast(dropped, value.dtype), value)
+        output = mix(ops.cast(dropped, value.dtype), value)  # small products on TensorFlow's kernel
         if return_attention_scores:
             return output, weights
         return output
