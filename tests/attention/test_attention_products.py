@@ -127,6 +127,42 @@ def test_the_alignment_attentions_context_product_by_size_with_the_same_values_a
     assert kernel in found and not ({"BatchMatMulV2", "BatchMatMulV3"} - {kernel}) & found
 
 
+@tensorflow_only
+@pytest.mark.parametrize("shape, kernel", [((3, 1, 9), "LogSoftmax"), ((3, 4, 9), "LogSoftmax"),
+                                           ((2, 20, 20), "LogSoftmax"), ((2, 40, 40), "Softmax")])
+def test_an_alignment_attentions_small_softmax_is_the_masked_softmax(shape, kernel):
+    """``BaseAttention.attend``'s weights: ``exp(log_softmax)`` where ``Tq Tk <= SMALL_SCORES`` (or one
+    query), with ``masked_softmax``'s values and gradients, a fully masked row all zeros; larger
+    scores keep the softmax primitive."""
+    import zoo.attention
+    from zoo.attention.base_attention import masked_softmax, small_softmax
+
+    rng = np.random.default_rng(4)
+    scores = tf.constant(rng.normal(size=shape).astype("float32"))
+    mask = rng.random((shape[0], 1, shape[2])) > 0.3
+    mask[0] = False  # a row with nothing to attend to
+    mask = tf.constant(mask)
+
+    def both(fn, x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = fn(x, mask)
+            loss = tf.reduce_sum(out * tf.cos(out))
+        return out, tape.gradient(loss, x)
+
+    got, want = both(small_softmax, scores), both(masked_softmax, scores)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.any(got[0].numpy()[0])
+    layer = zoo.attention.create("dot")
+    query = tf.constant(rng.normal(size=(shape[0], shape[1], 4)).astype("float32"))
+    value = tf.constant(rng.normal(size=(shape[0], shape[2], 4)).astype("float32"))
+    layer.build(query.shape, value.shape)
+    found = op_types(lambda q, v: layer.attend(q, v, layer.prepare(v), mask=mask),
+                     tf.TensorSpec(query.shape, tf.float32), tf.TensorSpec(value.shape, tf.float32))
+    assert kernel in found and not ({"LogSoftmax", "Softmax"} - {kernel}) & found
+
+
 def test_additive_scores_are_v_dot_tanh_of_the_sums():
     """``AdditiveAttention.score`` (``v^T tanh(W q + U k)`` through one ``[B Tq Tv, U] x [U, 1]``
     product): the einsum of the equation, for several queries."""

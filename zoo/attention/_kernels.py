@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 SMALL_WORK = 8192  # Tq * Tk * d of one product at or below which TensorFlow's own kernels run
+SMALL_SCORES = 512  # Tq * Tk of one softmax at or below which it runs as exp(log_softmax) (base_attention)
 
 
 def own_kernels(x) -> bool:

@@ -31,19 +31,9 @@ Small Transformer training step, trees alternating (``python -m zoo.bench sizes=
 from keras import ops
 
 from zoo.attention._kernels import either, small_mix, small_scores, small_work
-from zoo.attention.base_attention import large_negative, masked_softmax
+from zoo.attention.base_attention import masked_softmax, small_softmax
 
 NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by TensorFlow's own transpose
-
-
-def _small_softmax(scores, mask):
-    """``masked_softmax`` over the last axis as ``exp(log_softmax)`` (no oneDNN primitive)."""
-    import tensorflow as tf
-
-    if mask is not None:
-        scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
-    weights = tf.exp(tf.nn.log_softmax(scores))
-    return weights if mask is None else weights * ops.cast(mask, weights.dtype)
 
 
 def is_small(queries, keys):
@@ -62,7 +52,7 @@ def attention_weights(queries, keys, mask, small):
         return masked_softmax(ops.matmul(queries, ops.swapaxes(keys, -1, -2)), mask)
 
     if small is True and queries.shape[2] == 1:
-        return _small_softmax(small_scores(queries, keys), mask)
+        return small_softmax(small_scores(queries, keys), mask)
     return either(small, lambda: masked_softmax(small_scores(queries, keys), mask), default)
 
 
