@@ -39,9 +39,9 @@ NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by T
 def is_small(queries, keys):
     """True, False, or (lengths known only at run time) a scalar bool tensor: whether one head's
     ``Q K^T`` (``queries [B, H, Tq, d]``, ``keys [B, H, Tk, d]``) is small enough for TensorFlow's
-    own kernels. False wherever those are not in play (``_own_kernels``)."""
+    own kernels. False wherever those are not in play (``_kernels.own_kernels``)."""
     return small_work(queries, (queries.shape[2], keys.shape[2], queries.shape[3]),
-                  lambda: (ops.shape(queries)[2], ops.shape(keys)[2], ops.shape(queries)[3]))
+                      lambda: (ops.shape(queries)[2], ops.shape(keys)[2], ops.shape(queries)[3]))
 
 
 def attention_weights(queries, keys, mask, small):
