@@ -259,11 +259,8 @@ def test_hypotheses_attend_as_their_sentences_queries_with_the_numbers_of_a_repe
         for got, want in zip(tf.nest.flatten(state), tf.nest.flatten(other)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
     search = beam_search(model, SOURCE, 6, beam_size=4)
-    type(model).groups_hypotheses, kept = False, type(model).groups_hypotheses  # the repeated memory's search
-    try:
-        plain = beam_search(model, SOURCE, 6, beam_size=4)
-    finally:
-        type(model).groups_hypotheses = kept
+    model.groups_hypotheses = False  # the repeated memory's search
+    plain = beam_search(model, SOURCE, 6, beam_size=4)
     np.testing.assert_array_equal(search["nbest_ids"].numpy(), plain["nbest_ids"].numpy())
     np.testing.assert_allclose(search["nbest_scores"].numpy(), plain["nbest_scores"].numpy(), atol=1e-5)
     np.testing.assert_allclose(search["attention"].numpy(), plain["attention"].numpy(), atol=1e-6)

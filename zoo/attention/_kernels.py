@@ -64,16 +64,17 @@ def small_work(x, static, dynamic):
     return tq * tk * d <= SMALL_WORK
 
 
-def mix(weights, values):
+def mix(weights, values, small=None):
     """``W V`` for ``weights [..., Tq, Tk]`` and ``values [..., Tk, d]`` (batch axes alike): on
-    TensorFlow's own kernel, forward and backward, where ``Tq Tk d`` is small or there is one query
-    (``small_work``), else ``keras.ops.matmul``. The alignment attentions' context product
+    TensorFlow's own kernel, forward and backward, where ``small`` (by default ``small_work``: ``Tq Tk
+    d`` small or one query), else ``keras.ops.matmul``. The alignment attentions' context product
     (``BaseAttention.attend``), forward and backward: ``[64, 1, 9] x [64, 9, 64]`` (``bahdanau``'s step
     at d2l's sizes) 90 -> 31 us, ``[64, 1, 20] x [64, 20, 512]`` (base) 326 -> 253 us; four queries at
     base, ``[64, 4, 20] x [64, 20, 512]``, 456 us on oneDNN against 1,110 on TensorFlow's kernel:
     oneDNN's."""
-    small = small_work(weights, (weights.shape[-2], weights.shape[-1], values.shape[-1]),
-                       lambda: (ops.shape(weights)[-2], ops.shape(weights)[-1], ops.shape(values)[-1]))
+    if small is None:
+        small = small_work(weights, (weights.shape[-2], weights.shape[-1], values.shape[-1]),
+                           lambda: (ops.shape(weights)[-2], ops.shape(weights)[-1], ops.shape(values)[-1]))
     return either(small, lambda: small_mix(weights, values), lambda: ops.matmul(weights, values))
 
 

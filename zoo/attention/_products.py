@@ -30,7 +30,7 @@ Small Transformer training step, trees alternating (``python -m zoo.bench sizes=
 
 from keras import ops
 
-from zoo.attention._kernels import either, small_mix, small_scores, small_work
+from zoo.attention._kernels import either, mix, small_scores, small_work
 from zoo.attention.base_attention import masked_softmax, small_softmax
 
 NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by TensorFlow's own transpose
@@ -58,4 +58,4 @@ def attention_weights(queries, keys, mask, small):
 
 def weighted_values(weights, values, small):
     """``W V``: ``weights [B, H, Tq, Tk]``, ``values [B, H, Tk, d]`` -> ``[B, H, Tq, d]``."""
-    return either(small, lambda: small_mix(weights, values), lambda: ops.matmul(weights, values))
+    return mix(weights, values, small)

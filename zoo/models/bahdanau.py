@@ -96,6 +96,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}", dtype=dtype)
                               for i in range(1, num_layers * self.per_layer)]
         self.positional_attention = common.takes_positions(self.attention)
+        # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
+        # row's query sits at its own target step (local-m).
+        self.groups_hypotheses = not self.positional_attention
         if self.deep_output:  # created last: files without the option keep their weight order
             self.readout = keras.layers.Dense(2 * hidden_size, name="readout", dtype=dtype)
 
@@ -147,12 +150,6 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         if self.positional_attention:  # the target step, per row: [B]
             state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
         return state
-
-    @property
-    def groups_hypotheses(self):
-        """Beam search's hypotheses attend as their sentence's queries (``Seq2SeqModel``), but for a
-        positional attention (local-m: each row's own target step)."""
-        return not self.positional_attention
 
     @property
     def feature_size(self):

@@ -87,6 +87,9 @@ class LuongSeq2Seq(Seq2SeqModel):
         self.attentional = keras.layers.Dense(hidden_size, activation="tanh", use_bias=False, name="attentional",
                                               dtype=dtype)  # W_c; W_s is output_projection
         self.positional_attention = common.takes_positions(self.attention)
+        # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
+        # row's query sits at its own target step (local-m).
+        self.groups_hypotheses = not self.positional_attention
 
     def build(self, input_shape=None):
         hidden, memory_dim = self.hidden_size, self.memory_dim  # equal: h_s and h_t are both H wide
@@ -123,12 +126,6 @@ class LuongSeq2Seq(Seq2SeqModel):
         if self.input_feeding:
             state += (ops.zeros_like(memory["initial_states"][0]),)
         return state
-
-    @property
-    def groups_hypotheses(self):
-        """Beam search's hypotheses attend as their sentence's queries (``Seq2SeqModel``), but for a
-        positional attention (local-m: each row's own target step)."""
-        return not self.positional_attention
 
     @property
     def feature_size(self):
