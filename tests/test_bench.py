@@ -73,6 +73,44 @@ def test_a_figure_that_rounds_onto_its_threshold_shows_the_digits_that_decide():
     assert (over["status"], over["figure"]) == ("FAIL", "2.0031x")
 
 
+def test_ratio_targets_are_the_median_of_each_rounds_ratio_with_their_spread():
+    """A round's two times saw the same moment of the machine: the target is the median of the rounds'
+    ratios (here 1.2, not 6.0 / 4.5 = 1.33 from medians of different rounds), its spread beside it."""
+    from omegaconf import OmegaConf
+
+    from zoo.bench.report import markdown, paired, targets
+
+    def row(rounds, kind="ours"):
+        return {"rounds_s": rounds, "kind": kind, "params": 1, "steps": 12, "step_ms": 1.0, "tokens_per_s": 1.0,
+                "train_flops_per_step": None, "flop_per_s": None}
+
+    train = {"luong": row([6.0, 4.8, 7.0]), "seq2seq": row([5.0, 4.0, 4.5]),
+             "tutorial_rnn": row([9.0, 7.2, 8.4], "reference")}
+    assert paired(train, "luong", "seq2seq") == pytest.approx((1.2, 1.2, 1.5556), abs=1e-4)
+    results = {"sizes": {"small": {"train": train, "decode": {}, "batch_size": 64, "source_vocab_size": 10,
+                                   "target_vocab_size": 10}}, "input_wait": None, "fra_eng_run": None,
+               "description": "test", "matmul_flop_per_s": {"float32": 1e9, "bfloat16": 2e9},
+               "matmul_measurements": [{}]}
+    limits = OmegaConf.load("conf/bench.yaml").targets
+    found = {t["target"]: t for t in targets(results, limits)}
+    step = found["[small] luong step time / seq2seq <= 1.3"]
+    assert (step["value"], step["status"]) == (pytest.approx(1.2), "PASS")
+    assert step["figure"] == "1.20x (3 rounds: 1.20-1.56x)"
+    versus = found["[small] luong tokens/s / tutorial_rnn >= 1.3"]  # 9/6, 7.2/4.8, 8.4/7: 1.5, 1.5, 1.2
+    assert versus["figure"] == "1.50x (3 rounds: 1.20-1.50x)" and versus["status"] == "PASS"
+    results["targets"] = list(found.values())
+    assert "| luong | ours | 1 | 1.0 | 1 | 1.50x tutorial_rnn |" in markdown(results)
+
+
+@pytest.mark.parametrize("value, shown", [("0", "0"), ("many", "'many'")])
+def test_a_sizes_rounds_must_be_a_count(capsys, value, shown):
+    with pytest.raises(SystemExit) as exit_info:
+        zoo.bench.main(["sizes=[tiny]", f"size.tiny.rounds={value}", "input_wait.overrides=null"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"size.tiny.rounds={shown} is not valid" in err and "train.rounds (5)" in err
+
+
 def test_an_unknown_size_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
         zoo.bench.main(["sizes=[huge]", "input_wait.overrides=null"])  # input_wait would need the corpus

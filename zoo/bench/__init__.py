@@ -76,9 +76,10 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
                         f"{name}@{run.name}", "variant", measure.zoo_builder(name, overrides[name], task, seed),
                         padded if run.jit_compile else batches, lr, precision=str(run.precision),
                         jit_compile=bool(run.jit_compile)))
+    rounds = int(spec.get("rounds") or cfg.train.rounds)
     _say(f"[{size}] training: {', '.join(t.name for t in trainees)} ({len(batches)} batches x "
-         f"{int(cfg.train.rounds)} interleaved rounds)")
-    train = measure.train_throughput(trainees, int(cfg.train.rounds), int(cfg.train.warmup))
+         f"{rounds} interleaved rounds)")
+    train = measure.train_throughput(trainees, rounds, int(cfg.train.warmup))
     decode = {}
     if size in (cfg.decode.sizes or []):
         for trainee in trainees:
