@@ -157,6 +157,11 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
         assert row["greedy_x4_fixed_ms"] > 0
         assert f"floor, greedy on 4 rows per sentence: {row['greedy_x4_fixed_ms'] / row['greedy_fixed_ms']:.2f}x" \
             in beam["figure"]
+        # and the spread of beam-4 / greedy over the rounds (each round's two calls one after the other),
+        # which holds the ratio of the bests
+        ratios = row["beam4_over_greedy_rounds"]
+        assert len(ratios) == 2 and f"2 rounds: {min(ratios):.2f}-{max(ratios):.2f}x" in beam["figure"]
+        assert min(ratios) - 1e-9 <= beam["value"] <= max(ratios) + 1e-9  # between two rounds' ratios
 
     statuses = {t["target"]: t["status"] for t in results["targets"]}
     assert set(statuses.values()) <= {"PASS", "FAIL", "NOT MEASURED"}

@@ -234,10 +234,11 @@ def _best(fn, repeats=3):
     return _best_alternating({"fn": fn}, repeats)["fn"]
 
 
-def _best_alternating(fns, rounds):
+def _best_alternating(fns, rounds, times=None):
     """``{name: best seconds}`` of ``fns`` (name -> callable), each called once to warm up, then in
     turn for ``rounds`` rounds: a slow moment of the machine falls on all of them alike, so the
-    ratio of two bests is steadier than that of bests taken one after the other."""
+    ratio of two bests is steadier than that of bests taken one after the other. ``times`` (a
+    dict), when given, gets every round's seconds: ``{name: [round 1, round 2, ...]}``."""
     for fn in fns.values():
         fn()
     best = dict.fromkeys(fns, float("inf"))
@@ -245,7 +246,10 @@ def _best_alternating(fns, rounds):
         for name, fn in fns.items():
             start = time.perf_counter()
             fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            spent = time.perf_counter() - start
+            best[name] = min(best[name], spent)
+            if times is not None:
+                times.setdefault(name, []).append(spent)
     return best
 
 
@@ -284,13 +288,16 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     # And for one sentence alone (interactive use): there a step reads each weight for one row or four,
     # so beam search costs far less than four greedy searches.
     one = sources[:1]
+    rounds = {}
     fixed = _best_alternating({"greedy": lambda: greedy_fixed(sources).numpy(),
                                "beam4": lambda: beam_fixed(sources).numpy(),
                                "greedy_x4": lambda: fourfold(repeated).numpy(),
                                "greedy_1": lambda: greedy_fixed(one).numpy(),
-                               "beam4_1": lambda: beam_fixed(one).numpy()}, fixed_rounds)
+                               "beam4_1": lambda: beam_fixed(one).numpy()}, fixed_rounds, rounds)
     for key, seconds in fixed.items():
         row[f"{key}_fixed_ms"] = 1000.0 * seconds
+    # beam-4 / greedy in each round (the two timed one after the other): the spread of the ratio of bests
+    row["beam4_over_greedy_rounds"] = [beam / greedy for beam, greedy in zip(rounds["beam4"], rounds["greedy"])]
     cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
     small = sources[:recompute_batch]
