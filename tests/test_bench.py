@@ -102,13 +102,14 @@ def test_ratio_targets_are_the_median_of_each_rounds_ratio_with_their_spread():
     assert "| luong | ours | 1 | 1.0 | 1 | 1.50x tutorial_rnn |" in markdown(results)
 
 
+@pytest.mark.parametrize("key, default", [("rounds", "train.rounds (5)"), ("fixed_rounds", "decode.fixed_rounds (10)")])
 @pytest.mark.parametrize("value, shown", [("0", "0"), ("many", "'many'")])
-def test_a_sizes_rounds_must_be_a_count(capsys, value, shown):
+def test_a_sizes_rounds_must_be_a_count(capsys, key, default, value, shown):
     with pytest.raises(SystemExit) as exit_info:
-        zoo.bench.main(["sizes=[tiny]", f"size.tiny.rounds={value}", "input_wait.overrides=null"])
+        zoo.bench.main(["sizes=[tiny]", f"size.tiny.{key}={value}", "input_wait.overrides=null"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and f"size.tiny.rounds={shown} is not valid" in err and "train.rounds (5)" in err
+    assert err.count("\n") == 0 and f"size.tiny.{key}={shown} is not valid" in err and default in err
 
 
 def test_an_unknown_size_is_one_line(capsys):
@@ -125,8 +126,8 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
     cfg = zoo.bench.compose([
         "sizes=[tiny]", "models=[transformer,seq2seq]", "references=[keras_transformer]", "variants.sizes=[tiny]",
         "variants.models=[seq2seq]", "decode.sizes=[tiny]", "decode.batch=4", "decode.recompute_tokens=6",
-        "decode.recompute_batch=2", "decode.latency_calls=2", "decode.fixed_rounds=2", "train.batches=2",
-        "train.rounds=2", "train.warmup=1", "matmul.n=64", "matmul.repeats=2", "input_wait.overrides=null",
+        "decode.recompute_batch=2", "decode.latency_calls=2", "decode.fixed_rounds=2", "size.tiny.fixed_rounds=3",
+        "train.batches=2", "train.rounds=2", "train.warmup=1", "matmul.n=64", "matmul.repeats=2", "input_wait.overrides=null",
         f"output_dir={tmp_path / 'out'}", f"tracking.uri={uri}"])
     results = zoo.bench.run(cfg)
 
@@ -160,7 +161,7 @@ def test_tiny_benchmark_runs_and_writes_its_report(tmp_path):
         # and the spread of beam-4 / greedy over the rounds (each round's two calls one after the other),
         # which holds the ratio of the bests
         ratios = row["beam4_over_greedy_rounds"]
-        assert len(ratios) == 2 and f"2 rounds: {min(ratios):.2f}-{max(ratios):.2f}x" in beam["figure"]
+        assert len(ratios) == 3 and f"3 rounds: {min(ratios):.2f}-{max(ratios):.2f}x" in beam["figure"]  # the size's
         assert min(ratios) - 1e-9 <= beam["value"] <= max(ratios) + 1e-9  # between two rounds' ratios
 
     statuses = {t["target"]: t["status"] for t in results["targets"]}

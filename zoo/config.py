@@ -568,10 +568,11 @@ def bench_problems(cfg: Any) -> List[str]:
         if not _is_int(value) or value < least:
             found.append(f"{key}={value!r} is not valid: expected an integer >= {least}.")
     for size in sizes:
-        rounds = cfg.size[size].get("rounds") if size in cfg.size else None
-        if rounds is not None and (not _is_int(rounds) or rounds < 1):
-            found.append(f"size.{size}.rounds={rounds!r} is not valid: expected an integer >= 1, or null for "
-                         f"train.rounds ({OmegaConf.select(cfg, 'train.rounds')}).")
+        for key, default in (("rounds", "train.rounds"), ("fixed_rounds", "decode.fixed_rounds")):
+            value = cfg.size[size].get(key) if size in cfg.size else None
+            if value is not None and (not _is_int(value) or value < 1):
+                found.append(f"size.{size}.{key}={value!r} is not valid: expected an integer >= 1, or null for "
+                             f"{default} ({OmegaConf.select(cfg, default)}).")
     check = _Checker(cfg)
     process_problems(check)
     found += check.found

@@ -87,7 +87,8 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
                 _say(f"[{size}] decoding: {trainee.name}")
                 decode[trainee.name] = measure.decoding(
                     trainee.model, task, int(cfg.decode.batch), int(cfg.decode.recompute_tokens),
-                    int(cfg.decode.recompute_batch), int(cfg.decode.latency_calls), int(cfg.decode.fixed_rounds))
+                    int(cfg.decode.recompute_batch), int(cfg.decode.latency_calls),
+                    int(spec.get("fixed_rounds") or cfg.decode.fixed_rounds))
     return {"data": {k: v for k, v in data.items() if v is not None}, "batch_size": int(spec.batch_size),
             "source_vocab_size": task.source_tokenizer.vocab_size,
             "target_vocab_size": task.target_tokenizer.vocab_size, "train": train, "decode": decode}
