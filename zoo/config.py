@@ -546,6 +546,17 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
     return found + unreachable
 
 
+# A bench size's own counts (``size.<name>.<key>`` in conf/bench.yaml), each falling back, when null, to
+# the global one named here: read by ``bench_rounds``, checked by ``bench_problems``.
+BENCH_SIZE_COUNTS = {"rounds": "train.rounds", "fixed_rounds": "decode.fixed_rounds"}
+
+
+def bench_rounds(cfg: Any, size: str, key: str) -> int:
+    """``size.<size>.<key>`` of a bench config, or, where it is null, its global count (``BENCH_SIZE_COUNTS``)."""
+    own = cfg.size[size].get(key)
+    return int(own if own is not None else OmegaConf.select(cfg, BENCH_SIZE_COUNTS[key]))
+
+
 def bench_problems(cfg: Any) -> List[str]:
     """``python -m zoo.bench`` settings (``conf/bench.yaml`` composed with the command line), checked before
     TensorFlow starts: sizes and the corpora they read, models, counts, and the ``input_wait`` training
@@ -568,7 +579,7 @@ def bench_problems(cfg: Any) -> List[str]:
         if not _is_int(value) or value < least:
             found.append(f"{key}={value!r} is not valid: expected an integer >= {least}.")
     for size in sizes:
-        for key, default in (("rounds", "train.rounds"), ("fixed_rounds", "decode.fixed_rounds")):
+        for key, default in BENCH_SIZE_COUNTS.items():
             value = cfg.size[size].get(key) if size in cfg.size else None
             if value is not None and (not _is_int(value) or value < 1):
                 found.append(f"size.{size}.{key}={value!r} is not valid: expected an integer >= 1, or null for "

@@ -49,6 +49,7 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
     """Everything measured at one size: training rows (ours, references, variants) and decoding rows."""
     from omegaconf import OmegaConf
 
+    from zoo.config import bench_rounds
     from zoo.data import load_task
 
     spec = cfg.size[size]
@@ -76,7 +77,7 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
                         f"{name}@{run.name}", "variant", measure.zoo_builder(name, overrides[name], task, seed),
                         padded if run.jit_compile else batches, lr, precision=str(run.precision),
                         jit_compile=bool(run.jit_compile)))
-    rounds = int(spec.get("rounds") or cfg.train.rounds)
+    rounds = bench_rounds(cfg, size, "rounds")
     _say(f"[{size}] training: {', '.join(t.name for t in trainees)} ({len(batches)} batches x "
          f"{rounds} interleaved rounds)")
     train = measure.train_throughput(trainees, rounds, int(cfg.train.warmup))
@@ -88,7 +89,7 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
                 decode[trainee.name] = measure.decoding(
                     trainee.model, task, int(cfg.decode.batch), int(cfg.decode.recompute_tokens),
                     int(cfg.decode.recompute_batch), int(cfg.decode.latency_calls),
-                    int(spec.get("fixed_rounds") or cfg.decode.fixed_rounds))
+                    bench_rounds(cfg, size, "fixed_rounds"))
     return {"data": {k: v for k, v in data.items() if v is not None}, "batch_size": int(spec.batch_size),
             "source_vocab_size": task.source_tokenizer.vocab_size,
             "target_vocab_size": task.target_tokenizer.vocab_size, "train": train, "decode": decode}

@@ -85,7 +85,7 @@ def targets(results: Dict[str, object], limits) -> List[Dict[str, object]]:
 def _beam_note(row) -> str:
     # The floor of an exact beam-4: greedy on 4 rows per sentence over one encoding, the model's own steps.
     ratios = row["beam4_over_greedy_rounds"]
-    return (f"{len(ratios)} rounds: {min(ratios):.2f}-{max(ratios):.2f}x; "
+    return (f"{_spread(min(ratios), max(ratios), len(ratios))}; "
             f"floor, greedy on 4 rows per sentence: {row['greedy_x4_fixed_ms'] / row['greedy_fixed_ms']:.2f}x; "
             f"as decoded: {row['greedy_sent_per_s'] / row['beam4_sent_per_s']:.2f}x; "
             f"one sentence: {row['beam4_1_fixed_ms'] / row['greedy_1_fixed_ms']:.2f}x")
