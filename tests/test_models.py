@@ -433,6 +433,32 @@ def test_transformer_training_features_skip_the_padding(options):
                                        rtol=1e-4, atol=max(1e-5, 2e-6 * scale))
 
 
+def test_transformer_training_features_of_an_all_padding_source():
+    """An all-padding source batch (no real position to gather padding slots from) keeps its first
+    position as a row: finite features and gradients, the same as ``teacher_forced_features``' at
+    the real target positions."""
+    import tensorflow as tf
+
+    model = make("transformer", num_layers=1, dropout=0.0, positions="sinusoidal")
+    source = np.zeros_like(SOURCE)
+    real = TARGET_IN != 0
+    with tf.GradientTape() as tape:
+        features = model((source, TARGET_IN), return_features=True)
+        total = tf.reduce_sum(tf.boolean_mask(features, real) ** 2)
+    grads = [g for g in tape.gradient(total, model.trainable_variables) if g is not None]
+    full, _ = model.teacher_forced_features(source, TARGET_IN)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(features)[real], keras.ops.convert_to_numpy(full)[real],
+                               atol=1e-5)
+    assert grads and all(np.all(np.isfinite(tf.convert_to_tensor(g).numpy())) for g in grads)
+
+
+def test_multi_head_projections_go_to_the_heads_in_one_map_only_at_one_width():
+    layer = zoo.attention.create("multi_head", num_heads=2, key_dim=3, value_dim=5)
+    layer.build((None, None, 6), (None, None, 6))
+    with pytest.raises(ValueError, match=r"parts of one width. Received: parts=\('key', 'value'\) of widths \(6, 10\)"):
+        layer.project(np.ones((4, 6), "float32"), ("key", "value"), heads_first=True, to_heads=lambda *a: None)
+
+
 def test_transformer_attention_maps_have_one_entry_per_layer_and_head():
     model = make("transformer", num_layers=2, num_heads=2)
     maps = model.attention_maps((SOURCE, TARGET_IN))

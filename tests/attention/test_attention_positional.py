@@ -85,6 +85,11 @@ def test_rotary_matches_the_formula_for_3d_and_4d_inputs():
     x4t = x4.transpose(0, 2, 1, 3)  # [B, H, T, d]
     np.testing.assert_allclose(to_numpy(heads_first(x4t, start_index=3)),
                                rotary_numpy(x4, start=3).transpose(0, 2, 1, 3), atol=1e-5)
+    # one call's own axis: a layer built for [B, T, H, d] rotating heads-first operands (the Transformer's)
+    np.testing.assert_allclose(to_numpy(layer(x4t, start_index=3, sequence_axis=2)),
+                               rotary_numpy(x4, start=3).transpose(0, 2, 1, 3), atol=1e-5)
+    with pytest.raises(ValueError, match=r"sequence_axis=3, inputs_shape=\(2, 3, 5, 4\)"):
+        layer(x4t, sequence_axis=3)  # the features' axis
 
 
 def test_rotary_dot_products_depend_on_relative_position_only():

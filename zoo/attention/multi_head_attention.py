@@ -135,7 +135,7 @@ class MultiHeadAttention(BaseAttention):
         """``1 / sqrt(d_k)`` of ``scaled_dot``, applied to the keys once (``prepare_key``, ``project``)."""
         return 1.0 / math.sqrt(self.head_key_dim)
 
-    def project(self, x, parts=("query", "key", "value"), before_split=None, heads_first=False):
+    def project(self, x, parts=("query", "key", "value"), heads_first=False, to_heads=None):
         """``x [B, T, D]`` through several of the projections at once: ``[Q W^Q, K W^K / sqrt(d_k), V W^V]``
         for ``parts`` (a subset of ``"query"``, ``"key"``, ``"value"``, in that order), each
         ``[B, T, H, d]``, the values of the separate projections (and of ``prepare_key``'s scaling).
@@ -143,11 +143,13 @@ class MultiHeadAttention(BaseAttention):
         Self-attention projects one input three times: one product with the kernels side by side
         (``[D, H (d_k + d_k + d_v)]``) is one large matmul and one bias add instead of three of each,
         and one gradient product each way; the keys' ``1 / sqrt(d_k)`` is folded into their kernel
-        and bias (``D H d_k`` multiplications, not ``B T H d_k``). ``before_split`` maps the joined
-        ``[..., F]`` projections first (the Transformer scatters real rows back to a grid once).
+        and bias (``D H d_k`` multiplications, not ``B T H d_k``).
 
         ``heads_first``: each ``[B, H, T, d]`` (``attend_heads``' operands), parts of one width moved
-        there by one transpose of ``[B, T, parts, H, d]``, not one per part."""
+        there by one transpose of ``[B, T, parts, H, d]``, not one per part. ``to_heads(joined, parts,
+        heads)`` maps the joined projections of rows (``[N, parts H d]``, parts of one width) to
+        ``[parts, B, H, T, d]`` in one step (the Transformer's real rows: one gather, where a scatter
+        to the grid and a transpose moved every value twice); each part is ``[B, H, T, d]``."""
         denses = [{"query": self.query_dense, "key": self.key_dense, "value": self.value_dense}[p] for p in parts]
         dtype = self.compute_dtype
         kernels, biases, sizes = [], [], []
@@ -165,8 +167,11 @@ class MultiHeadAttention(BaseAttention):
         joined = ops.matmul(x, kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=1))
         if self.use_bias:
             joined = joined + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
-        if before_split is not None:
-            joined = before_split(joined)
+        if to_heads is not None:
+            if len(set(sizes)) != 1:
+                raise ValueError(f"MultiHeadAttention.project(to_heads=...) needs parts of one width. Received: "
+                                 f"parts={tuple(parts)} of widths {tuple(sizes)} (key_dim, value_dim)")
+            return ops.unstack(to_heads(joined, len(sizes), self.num_heads), axis=0)
         shape = ops.shape(joined)[:-1]
         if heads_first and len(set(sizes)) == 1 and len(shape) == 2:
             width = sizes[0] // self.num_heads
@@ -191,8 +196,8 @@ class MultiHeadAttention(BaseAttention):
     def score(self, query, prepared_key):
         return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
 
-    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, before_output=None,
-                     queries_first=False):
+    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, queries_first=False,
+                     from_heads=None):
         """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
         and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
         broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
@@ -201,10 +206,11 @@ class MultiHeadAttention(BaseAttention):
         ``heads_first=True`` takes ``keys [B, H, Tv, d_k]`` and ``values [B, H, Tv, d_v]`` (``prepare``'s
         with ``heads_first``, a decoder's cache): the two products are batched matmuls with no
         transposes of them, which a decoder would otherwise pay at every step for its cache and the
-        source's keys and values. ``before_output`` maps the heads ``[B, Tq, H, d_v]`` before ``W^O``
-        (the Transformer gathers its real rows ``[N, H, d_v]`` there, so ``W^O`` runs on them only).
+        source's keys and values.
         ``queries_first=True`` takes the queries heads first too (``[B, H, Tq, d_k]``, from ``project``
-        with ``heads_first``)."""
+        with ``heads_first``). ``from_heads`` maps the heads as the products give them, ``[B, H, Tq,
+        d_v]``, to rows ``[N, H, d_v]`` before ``W^O`` (the Transformer's real rows: one gather, no
+        transpose, and ``W^O`` on the rows only)."""
         if not queries_first:
             queries = heads_major(queries, self._narrow)
         if not heads_first:
@@ -213,10 +219,10 @@ class MultiHeadAttention(BaseAttention):
         small = _products.is_small(queries, keys)  # which kernels run the products (``_products``)
         weights = _products.attention_weights(queries, keys, head_mask, small)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        heads = heads_major(_products.weighted_values(dropped, values, small), self._narrow)  # [B, Tq, H, d_v]
-        if before_output is not None:
-            heads = before_output(heads)
-        return self.project_output(heads), weights
+        heads = _products.weighted_values(dropped, values, small)  # [B, H, Tq, d_v]
+        if from_heads is not None:
+            return self.project_output(from_heads(heads)), weights
+        return self.project_output(heads_major(heads, self._narrow)), weights  # [B, Tq, H, d_v]
 
     def project_output(self, heads):
         """``Concat(heads) W^O``: ``heads [B, Tq, H, d_v]`` (``output_dense``), or rows of heads

@@ -34,6 +34,8 @@ class RotaryPositionEmbedding(keras.layers.Layer):
         inputs: ``q`` or ``k``, ``[B, T, d]``, ``[B, T, H, d]`` or (``sequence_axis=2``)
             ``[B, H, T, d]``.
         start_index: int or scalar tensor, the position of the first step. Default 0.
+        sequence_axis: int or None, this call's axis of the positions (``[B, H, T, d]`` for a layer
+            built for ``[B, T, H, d]``); None: the layer's.
 
     Returns:
         The rotated input, same shape.
@@ -68,16 +70,20 @@ class RotaryPositionEmbedding(keras.layers.Layer):
                 f"sequence_axis={self.sequence_axis}, inputs_shape={tuple(inputs_shape)}"
             )
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, sequence_axis=None):
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         rank, depth = len(inputs.shape), inputs.shape[-1]
+        axis = self.sequence_axis if sequence_axis is None else sequence_axis
+        if not 0 < axis < rank - 1:
+            raise ValueError(f"`sequence_axis` must be an axis of the input after the batch and before the "
+                             f"features. Received: sequence_axis={axis}, inputs_shape={tuple(inputs.shape)}")
         positions = ops.cast(start_index, inputs.dtype) + ops.cast(
-            ops.arange(ops.shape(inputs)[self.sequence_axis]), inputs.dtype)
+            ops.arange(ops.shape(inputs)[axis]), inputs.dtype)
         theta = ops.power(ops.cast(self.max_wavelength, inputs.dtype),
                           -ops.cast(ops.arange(0, depth, 2), inputs.dtype) / depth)  # [d/2]
         angles = positions[:, None] * theta[None, :]  # [T, d/2]
         shape = [1] * (rank - 1) + [depth // 2]
-        shape[self.sequence_axis] = -1
+        shape[axis] = -1
         cos, sin = ops.reshape(ops.cos(angles), shape), ops.reshape(ops.sin(angles), shape)
         even, odd = inputs[..., 0::2], inputs[..., 1::2]
         rotated = ops.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)  # [..., d/2, 2]

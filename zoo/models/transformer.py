@@ -72,25 +72,24 @@ class _Block(keras.layers.Layer):
         """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2)."""
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
 
-    def project_self(self, h, start_index=0, before_split=None):
+    def project_self(self, h, start_index=0):
         """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``,
-        in one product (``MultiHeadAttention.project``; ``before_split`` maps the joined projections),
-        each ``[B, T, H, d]``."""
-        queries, keys, values = self.self_attention.project(h, before_split=before_split)
+        in one product (``MultiHeadAttention.project``), each ``[B, T, H, d]`` (a decoder's step)."""
+        queries, keys, values = self.self_attention.project(h)
         if self.rope is not None:
             queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
         return queries, keys, values
 
-    def attend_self(self, h, mask, training, before_split=None, before_output=None):
-        """Self-attention of ``h`` (``project_self`` + ``attend_heads``): without rotary positions the
-        three projections go heads first in one transpose (``project(..., heads_first=True)``)."""
+    def attend_self(self, h, mask, training, grid=None):
+        """Self-attention of ``h`` (``project`` + ``attend_heads``), heads first: the three projections
+        of ``h [B, T, D]`` moved there by one transpose, or of the rows of a ``grid`` (``_RealRows``) by
+        one gather each way; rotary positions rotate the queries and keys there (axis 2)."""
+        to_heads, from_heads = (None, None) if grid is None else (grid.to_heads, grid.from_heads)
+        queries, keys, values = self.self_attention.project(h, heads_first=True, to_heads=to_heads)
         if self.rope is not None:
-            queries, keys, values = self.project_self(h, before_split=before_split)
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training,
-                                                    before_output=before_output)
-        queries, keys, values = self.self_attention.project(h, before_split=before_split, heads_first=True)
+            queries, keys = self.rope(queries, sequence_axis=2), self.rope(keys, sequence_axis=2)
         return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
-                                                before_output=before_output, queries_first=True)
+                                                queries_first=True, from_heads=from_heads)
 
 
 class _EncoderLayer(_Block):
@@ -105,7 +104,7 @@ class _EncoderLayer(_Block):
         """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [N, D]``
         of ``grid``; attention on the grid, with the padding keys masked as in ``call``."""
         def attend(h):
-            return self.attend_self(h, attention_mask, training, before_split=grid.to_grid, before_output=grid.to_rows)
+            return self.attend_self(h, attention_mask, training, grid=grid)
 
         rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
         return self.feed_forward(rows, training)
@@ -151,16 +150,18 @@ class _DecoderLayer(_Block):
     def call_rows(self, rows, grid, cross_keys, cross_values, cross_mask, training=None):
         """``call`` at the real target positions only: ``rows [N, D]`` are the positions of ``grid``
         (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
-        runs on the rows, attention on the ``[B, Tt]`` grid with zeros at padding (causal: no real
-        position sees one). The real positions' values are ``call``'s."""
-        def attend(h):  # projections on the rows, scattered to the grid once; W^O on the rows
+        runs on the rows, attention on the ``[B, Tt]`` grid (``_RealRows.to_heads``: padding slots hold
+        a copy of a row, and causality keeps every real position from them). The real positions'
+        values are ``call``'s."""
+        def attend(h):  # projections on the rows, gathered heads first once; W^O on the rows
             mask = ops.expand_dims(causal_mask(grid.length, grid.length), 0)  # [1, Tt, Tt]
-            return self.attend_self(h, mask, training, before_split=grid.to_grid, before_output=grid.to_rows)
+            return self.attend_self(h, mask, training, grid=grid)
 
         def attend_cross(h):
-            queries, = self.cross_attention.project(h, ("query",), before_split=grid.to_grid)  # [B, Tt, H, d_k]
+            queries, = self.cross_attention.project(h, ("query",), to_heads=grid.to_heads)  # [B, H, Tt, d_k]
             return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
-                                                     training=training, heads_first=True, before_output=grid.to_rows)
+                                                     training=training, heads_first=True, queries_first=True,
+                                                     from_heads=grid.from_heads)
 
         rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
         rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
@@ -187,12 +188,25 @@ class _RealRows:
     """The real (non-padding) positions of a ``[B, T]`` batch of token ids, private to the Transformer:
     ``to_rows`` gathers them from ``[B, T, ...]`` into rows ``[N, ...]``, ``to_grid`` scatters rows back,
     with zeros at padding. Rows without a batch axis make every position-wise ``Dense`` one plain
-    matmul (on ``[1, N, D]`` Keras takes the tensordot path: transposes, reshapes and shape ops)."""
+    matmul (on ``[1, N, D]`` Keras takes the tensordot path: transposes, reshapes and shape ops).
+
+    Attention takes its operands heads first: ``to_heads`` gathers the rows' joined projections
+    straight into ``[parts, B, H, T, d]`` and ``from_heads`` gathers the rows back out of the heads
+    ``[B, H, T, d]``, each one gather of ``d``-wide slices forward and one backward, where a scatter to
+    the grid and a transpose (and their gradients) moved every value twice. A padding slot of
+    ``to_heads`` holds a copy of the first row, not zeros: every reader masks it (a padding key) or
+    drops it (a padding query's output never reaches a row), so its gradient is exactly zero and
+    the backward pass gathers the real slots only. An all-padding batch keeps its first position
+    as a row (read by nobody), so there is always a row to copy."""
 
     def __init__(self, tokens):
         shape = ops.shape(tokens)
         self.batch, self.length = shape[0], shape[1]
-        self.index = ops.nonzero(ops.reshape(ops.not_equal(tokens, PAD_ID), (-1,)))[0]  # [N] flat positions
+        real = ops.reshape(ops.not_equal(tokens, PAD_ID), (-1,))
+        first = ops.equal(ops.arange(ops.shape(real)[0]), 0)
+        real = ops.logical_or(real, ops.logical_and(first, ops.logical_not(ops.any(real))))
+        self.index = ops.nonzero(real)[0]  # [N] flat positions
+        self._heads = {}
 
     def to_rows(self, x):
         flat = ops.reshape(x, (self.batch * self.length, *x.shape[2:]))
@@ -201,6 +215,62 @@ class _RealRows:
     def to_grid(self, rows):
         grid = ops.scatter(ops.expand_dims(self.index, 1), rows, (self.batch * self.length, *rows.shape[1:]))
         return ops.reshape(grid, (self.batch, self.length, *rows.shape[1:]))
+
+    def _slots(self, parts, heads):
+        """Gather indices between rows of ``[N, parts, H]`` slices and slots of ``[parts, B, H, T]``:
+        ``(into_heads [parts B H T], into_rows [N parts H])``, made once per layout."""
+        if (parts, heads) not in self._heads:
+            index = ops.cast(self.index, "int32")
+            rows = ops.shape(index)[0]
+            size = self.batch * self.length
+            row_of = ops.scatter(ops.expand_dims(index, 1), ops.arange(rows, dtype="int32"), (size,))  # padding: 0
+            b, t = index // self.length, index % self.length
+            part = ops.arange(parts, dtype="int32")
+            head = ops.arange(heads, dtype="int32")
+            grid_row = ops.reshape(row_of, (1, self.batch, 1, self.length))
+            into_heads = (grid_row * parts + ops.reshape(part, (parts, 1, 1, 1))) * heads + ops.reshape(
+                head, (1, 1, heads, 1))
+            into_rows = ((ops.reshape(part, (1, parts, 1)) * self.batch + ops.reshape(b, (-1, 1, 1))) * heads
+                         + ops.reshape(head, (1, 1, heads))) * self.length + ops.reshape(t, (-1, 1, 1))
+            self._heads[(parts, heads)] = (ops.reshape(into_heads, (-1,)), ops.reshape(into_rows, (-1,)))
+        return self._heads[(parts, heads)]
+
+    def to_heads(self, joined, parts, heads):
+        """Rows of joined projections ``[N, parts H d]`` -> ``[parts, B, H, T, d]`` (``MultiHeadAttention.project``'s
+        ``to_heads``)."""
+        into_heads, into_rows = self._slots(parts, heads)
+        width = joined.shape[-1] // (parts * heads)
+        batch, length = self.batch, self.length
+
+        @ops.custom_gradient
+        def gather(joined):
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream
+                return ops.reshape(ops.take(ops.reshape(upstream, (-1, width)), into_rows, axis=0),
+                                   (-1, parts * heads * width))
+
+            out = ops.take(ops.reshape(joined, (-1, width)), into_heads, axis=0)
+            return ops.reshape(out, (parts, batch, heads, length, width)), grad
+
+        return gather(joined)
+
+    def from_heads(self, heads):
+        """Heads ``[B, H, T, d]`` -> rows ``[N, H, d]`` (``MultiHeadAttention.attend_heads``' ``from_heads``);
+        the gradient is zero at padding."""
+        count, width = heads.shape[1], heads.shape[-1]
+        _, into_rows = self._slots(1, count)
+        slots = self.batch * count * self.length
+
+        @ops.custom_gradient
+        def gather(heads):
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream
+                flat = ops.scatter(ops.expand_dims(into_rows, 1), ops.reshape(upstream, (-1, width)), (slots, width))
+                return ops.reshape(flat, ops.shape(heads))
+
+            return ops.reshape(ops.take(ops.reshape(heads, (-1, width)), into_rows, axis=0), (-1, count, width)), grad
+
+        return gather(heads)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -387,8 +457,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return x, mask, maps
 
     def _encode_rows(self, source, training=None):
-        """``encode``'s memory with the position-wise work on the real source positions only: the
-        real positions' values are ``encode``'s, padding positions are 0 (masked by every reader)."""
+        """What the training step's decoder reads of ``encode``'s memory (its mask and each decoder
+        layer's cross keys/values), with the position-wise work on the real source positions only:
+        the cross keys and values are projected from the encoder's rows and gathered heads first
+        (``_RealRows.to_heads``; padding slots are masked), never written out as a grid."""
         mask = ops.not_equal(source, PAD_ID)
         grid = _RealRows(source)
         rows = grid.to_rows(self._embed(self.source_embedding, self.source_positions, source, training=training))
@@ -397,7 +469,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
             rows = layer.call_rows(rows, grid, attention_mask, training=training)
         if self.norm_first:
             rows = self.encoder_norm(rows)
-        return self._memory(grid.to_grid(rows), mask)
+        cross = [layer.cross_attention.project(rows, ("key", "value"), heads_first=True, to_heads=grid.to_heads)
+                 for layer in self.decoder_layers]
+        return {"memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
+                "cross_values": tuple(v for _, v in cross)}
 
     def _memory(self, memory, mask):
         """The decoder's memory: the encoder output, its mask and each decoder layer's cross keys/values."""
