@@ -182,12 +182,13 @@ class MultiHeadAttention(BaseAttention):
         split = [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads)) for piece, size in zip(pieces, sizes)]
         return [heads_major(piece, self._narrow) for piece in split] if heads_first else split
 
-    def prepare(self, value, key=None, heads_first=False):
+    def prepare(self, value, key=None, heads_first=False, to_heads=None):
         """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
         ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) ``[B, H, Tv, d]``, the operands
-        of the two products as they are."""
+        of the two products as they are. ``to_heads``: ``value`` is rows of the memory, mapped heads
+        first as ``project``'s (one input only)."""
         if key is None:  # one input: both projections in one product (``project``)
-            return tuple(self.project(value, ("key", "value"), heads_first=heads_first))
+            return tuple(self.project(value, ("key", "value"), heads_first=heads_first, to_heads=to_heads))
         keys, values = self.prepare_key(key), self.value_dense(value)
         if heads_first:
             return heads_major(keys, self._narrow), heads_major(values, self._narrow)

@@ -7,6 +7,13 @@ from zoo import checks
 from zoo.attention.base_attention import register_attention
 
 
+def _check_axis(axis, shape):
+    """``axis`` must lie after the batch and before the features of an input of ``shape``."""
+    if not 0 < axis < len(shape) - 1:
+        raise ValueError(f"`sequence_axis` must be an axis of the input after the batch and before the features. "
+                         f"Received: sequence_axis={axis}, inputs_shape={tuple(shape)}")
+
+
 @register_attention("rotary")
 @keras.saving.register_keras_serializable(package="zoo")
 class RotaryPositionEmbedding(keras.layers.Layer):
@@ -64,19 +71,13 @@ class RotaryPositionEmbedding(keras.layers.Layer):
                 "RotaryPositionEmbedding rotates pairs of features, so the last axis must have an "
                 f"even size. Received: inputs_shape={tuple(inputs_shape)}"
             )
-        if not self.sequence_axis < len(inputs_shape) - 1:
-            raise ValueError(
-                f"`sequence_axis` must be an axis of the input before the features. Received: "
-                f"sequence_axis={self.sequence_axis}, inputs_shape={tuple(inputs_shape)}"
-            )
+        _check_axis(self.sequence_axis, inputs_shape)
 
     def call(self, inputs, start_index=0, sequence_axis=None):
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         rank, depth = len(inputs.shape), inputs.shape[-1]
         axis = self.sequence_axis if sequence_axis is None else sequence_axis
-        if not 0 < axis < rank - 1:
-            raise ValueError(f"`sequence_axis` must be an axis of the input after the batch and before the "
-                             f"features. Received: sequence_axis={axis}, inputs_shape={tuple(inputs.shape)}")
+        _check_axis(axis, inputs.shape)
         positions = ops.cast(start_index, inputs.dtype) + ops.cast(
             ops.arange(ops.shape(inputs)[axis]), inputs.dtype)
         theta = ops.power(ops.cast(self.max_wavelength, inputs.dtype),

@@ -125,10 +125,11 @@ class _DecoderLayer(_Block):
         self.cross_attention.build(shape, shape)
         self.cross_attention_norm.build(shape)
 
-    def cross_keys_values(self, memory):
+    def cross_keys_values(self, memory, grid=None):
         """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source, heads
-        first (``[B, H, Ts, d_k]``): no decoder step transposes them."""
-        return self.cross_attention.prepare(memory, heads_first=True)
+        first (``[B, H, Ts, d_k]``): no decoder step transposes them. With a ``grid`` (``_RealRows``)
+        ``memory`` is the encoder's rows, gathered there (``to_heads``; padding slots are masked)."""
+        return self.cross_attention.prepare(memory, heads_first=True, to_heads=None if grid is None else grid.to_heads)
 
     def _cross(self, x, cross_keys, cross_values, cross_mask, training):
         def attend(h):
@@ -469,16 +470,14 @@ class TransformerSeq2Seq(Seq2SeqModel):
             rows = layer.call_rows(rows, grid, attention_mask, training=training)
         if self.norm_first:
             rows = self.encoder_norm(rows)
-        cross = [layer.cross_attention.project(rows, ("key", "value"), heads_first=True, to_heads=grid.to_heads)
-                 for layer in self.decoder_layers]
-        return {"memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
-                "cross_values": tuple(v for _, v in cross)}
+        return self._memory(rows, mask, grid)
 
-    def _memory(self, memory, mask):
-        """The decoder's memory: the encoder output, its mask and each decoder layer's cross keys/values."""
-        cross = [layer.cross_keys_values(memory) for layer in self.decoder_layers]
-        return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
-                "cross_values": tuple(v for _, v in cross)}
+    def _memory(self, memory, mask, grid=None):
+        """The decoder's memory: the encoder output, its mask and each decoder layer's cross keys/values;
+        from the encoder's rows of ``grid`` (the training step's), the mask and the cross keys/values only."""
+        cross = [layer.cross_keys_values(memory, grid) for layer in self.decoder_layers]
+        out = {"memory_mask": mask, "cross_keys": tuple(k for k, _ in cross), "cross_values": tuple(v for _, v in cross)}
+        return out if grid is not None else {"memory": memory, **out}
 
     def _decode_all(self, memory, target_in, training=None):
         """``(y [B, Tt, D], self maps, cross maps)``: the last decoder layer's output, before ``_logits``."""
