@@ -10,7 +10,7 @@ from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
 
 import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
-from zoo.decoding.beam_search import best_continuations, top_k_rows  # noqa: E402
+from zoo.decoding.beam_search import best_continuations, slice_width, top_k_rows  # noqa: E402
 from zoo.decoding.greedy import filter_logits  # noqa: E402
 
 
@@ -30,10 +30,11 @@ def test_beam_size_one_is_greedy_exactly(name):
     np.testing.assert_allclose(beam["score"].numpy(), logprob, atol=1e-5)
 
 
-@pytest.mark.parametrize("width", [1024, 1500, 2000])
+@pytest.mark.parametrize("width", [2048, 2500, 8000])
 def test_top_k_rows_through_slice_maxima_is_top_k(width):
-    """Values and indices of tf.math.top_k, ties to the lower index: a width that fills its slices,
-    one that pads the last, rows whose best values share a slice, and rows of many equal values."""
+    """Values and indices of tf.math.top_k, ties to the lower index: widths that fill their slices
+    and one that pads the last, rows whose best values share a slice, and rows of many equal values;
+    k = 40 (top-k sampling's filter) in slices narrower than the 64 of a small k."""
     rng = np.random.default_rng(0)
     values = rng.normal(size=(6, width)).astype("float32")
     values[1, 70:78] = 50.0 + np.arange(8)  # the 8 best in one slice
@@ -41,7 +42,9 @@ def test_top_k_rows_through_slice_maxima_is_top_k(width):
     values[3, ::97] = 9.0  # equal best values in different slices
     values[4, -3:] = 20.0  # the best in the (padded) last slice
     values[5] = 1.0  # all equal
-    for k in (1, 2, 8):
+    assert slice_width(width, 8) is not None  # the slices' path, not top_k itself
+    assert slice_width(width, 40) is not None
+    for k in (1, 2, 8, 40):
         top, index = top_k_rows(tf.constant(values), k)
         expected = tf.math.top_k(values, k=k)
         np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
