@@ -126,6 +126,28 @@ def test_beam_finds_a_hypothesis_at_least_as_likely_as_greedy_on_every_test_sent
     assert np.any(beam_logprob > greedy_logprob.numpy() + 1e-3), "beam never improved on greedy: is it searching?"
 
 
+@pytest.mark.parametrize("alpha,beta,sooner", [(0.0, 0.0, True), (0.6, 0.0, True), (0.6, 0.4, False)])
+def test_beam_search_for_the_best_alone_stops_sooner_with_the_same_best(trained_dates_model, alpha, beta, sooner):
+    """nbest=False stops once each sentence's best finished hypothesis is out of every live one's
+    reach, not its K-th: the best hypothesis (ids, attention, length, score) of the full search, the
+    n-best list left out, fewer steps on the trained model's test sentences (with a coverage penalty,
+    which the reach leaves out, both searches run to the end here)."""
+    model, source = trained_dates_model
+    full = beam_search(model, source, 12, beam_size=4, alpha=alpha, beta=beta)
+    best = beam_search(model, source, 12, beam_size=4, alpha=alpha, beta=beta, nbest=False)
+    assert sorted(best) == ["attention", "ids", "lengths", "score"]
+    steps = best["ids"].shape[1]
+    assert steps < full["ids"].shape[1] if sooner else steps <= full["ids"].shape[1], (steps, full["ids"].shape)
+    np.testing.assert_array_equal(best["ids"].numpy(), full["ids"].numpy()[:, :steps])
+    assert not full["ids"].numpy()[:, steps:].any()  # only padding after the best's last step
+    np.testing.assert_array_equal(best["lengths"].numpy(), full["lengths"].numpy())
+    np.testing.assert_allclose(best["score"].numpy(), full["score"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(best["attention"].numpy(), full["attention"].numpy()[:, :steps], atol=1e-6)
+    # decode() (and so a SavedModel's translate) takes it
+    ids, _, lengths = decode(model, source, 12, strategy="beam", beam_size=4, alpha=alpha, beta=beta)
+    np.testing.assert_array_equal(ids.numpy(), best["ids"].numpy())
+
+
 def test_nbest_lists_are_sorted_and_consistent_with_their_scores():
     model = make("bahdanau")
     out = beam_search(model, SOURCE, 6, beam_size=4, alpha=0.6)

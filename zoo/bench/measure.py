@@ -268,7 +268,8 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     n = int(sources.shape[0])
     row = {}
     greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length), autograph=False)
-    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4)["ids"], autograph=False)
+    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4, nbest=False)["ids"],
+                       autograph=False)
     sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9), autograph=False)
     for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
         row[f"{key}_sent_per_s"] = n / _best(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
@@ -277,7 +278,8 @@ def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: in
     # models stop early and at different steps (greedy after one step where every first token is <eos>).
     steps = task.max_target_length
     greedy_fixed = tf.function(lambda s: greedy_decode(model, s, steps, eos_id=-1)[0], autograph=False)
-    beam_fixed = tf.function(lambda s: beam_search(model, s, steps, beam_size=4, eos_id=-1)["ids"], autograph=False)
+    beam_fixed = tf.function(lambda s: beam_search(model, s, steps, beam_size=4, eos_id=-1, nbest=False)["ids"],
+                             autograph=False)
     row["fixed_steps"] = int(steps)
     # Greedy decoding of every sentence four times over one encoding: the model's own steps for beam-4's
     # rows, with greedy's argmax for a ranking. Where the model's steps are the time (matmuls at the

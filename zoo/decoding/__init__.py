@@ -18,7 +18,7 @@ def decode(model, source, max_length, strategy="greedy", beam_size=4, alpha=0.0,
     if strategy == "greedy":
         return greedy_decode(model, source, max_length)
     if strategy == "beam":
-        out = beam_search(model, source, max_length, beam_size=beam_size, alpha=alpha, beta=beta)
+        out = beam_search(model, source, max_length, beam_size=beam_size, alpha=alpha, beta=beta, nbest=False)
         return out["ids"], out["attention"], out["lengths"]
     if strategy == "sample":
         return sample_decode(model, source, max_length, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)

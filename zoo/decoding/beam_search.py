@@ -117,7 +117,7 @@ def _gather_beams(tensor, indices):
     return tf.gather(tensor, indices, batch_dims=1)
 
 
-def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
+def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbest=True,
                 bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
     """Beam search over ``source [B, Ts]`` (int, 0 = padding).
 
@@ -128,10 +128,18 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
     ``beam_size=1`` and ``alpha=beta=0`` this is exactly greedy decoding. Hypotheses that
     never produced ``<eos>`` compete, scored at their length, when fewer than K finished.
 
+    ``nbest=False``: only the best hypothesis is wanted (``decode``, a SavedModel's ``translate``),
+    so the search stops once no live hypothesis can beat each sentence's best finished one (a live
+    score only falls as it grows, and ``lp`` and ``cp`` only lower it further), not its K-th: the
+    same best hypothesis, fewer steps. Beam-4 over 256 dates test sentences (max_length 14), models
+    trained 3 epochs: ``bahdanau`` 14 -> 11 steps, 195.7 -> 158.7 ms; ``transformer`` 12 -> 11 steps,
+    138.4 -> 128.9 ms (greedy: 69.4 and 56.7 ms; docs/performance.md).
+
     Returns a dict:
         ``ids [B, T]``, ``attention [B, T, Ts]``, ``lengths [B]``, ``score [B]`` of the best
-        hypothesis; ``nbest_ids [B, K, T]``, ``nbest_lengths [B, K]``, ``nbest_scores [B, K]``
-        (sorted, best first); ``logprob [B, K]`` the model log-probability of each n-best entry.
+        hypothesis; with ``nbest``, also ``nbest_ids [B, K, T]``, ``nbest_lengths [B, K]``,
+        ``nbest_scores [B, K]`` (sorted, best first) and ``logprob [B, K]``, the model
+        log-probability of each n-best entry.
     """
     source = tf.cast(source, tf.int32)
     # Static sizes where the source has them: a traced batch of one must not turn into an unknown
@@ -190,7 +198,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
         best_possible = tf.reduce_max(alive_logp, axis=1)
         if use_length:
             best_possible = best_possible / length_penalty(max_length, alpha)
-        done = tf.reduce_all(fin_score[:, -1] >= best_possible)
+        done = tf.reduce_all(fin_score[:, -1 if nbest else 0] >= best_possible)
         return tf.logical_and(step < max_length, tf.logical_not(done))
 
     def body(step, token, state, *rest):
@@ -280,7 +288,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0,
         nbest_attn = tf.zeros([batch, k, steps, src_len], tf.float32)
     nbest_len = _gather_beams(tf.concat([fin_len, tf.fill([batch, k], steps)], 1), index)
     nbest_logp = _gather_beams(tf.concat([fin_logp, alive_logp], 1), index)
-    return {
-        "ids": nbest_ids[:, 0], "attention": nbest_attn[:, 0], "lengths": nbest_len[:, 0], "score": scores[:, 0],
-        "nbest_ids": nbest_ids, "nbest_lengths": nbest_len, "nbest_scores": scores, "logprob": nbest_logp,
-    }
+    best = {"ids": nbest_ids[:, 0], "attention": nbest_attn[:, 0], "lengths": nbest_len[:, 0], "score": scores[:, 0]}
+    if not nbest:  # the other entries may not be the K best: the search stopped before they were
+        return best
+    return {**best, "nbest_ids": nbest_ids, "nbest_lengths": nbest_len, "nbest_scores": scores, "logprob": nbest_logp}
