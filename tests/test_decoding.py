@@ -144,7 +144,7 @@ def test_beam_search_for_the_best_alone_stops_sooner_with_the_same_best(trained_
     np.testing.assert_allclose(best["score"].numpy(), full["score"].numpy(), atol=1e-6)
     np.testing.assert_allclose(best["attention"].numpy(), full["attention"].numpy()[:, :steps], atol=1e-6)
     # decode() (and so a SavedModel's translate) takes it
-    ids, _, lengths = decode(model, source, 12, strategy="beam", beam_size=4, alpha=alpha, beta=beta)
+    ids, _, _ = decode(model, source, 12, strategy="beam", beam_size=4, alpha=alpha, beta=beta)
     np.testing.assert_array_equal(ids.numpy(), best["ids"].numpy())
 
 
