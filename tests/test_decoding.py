@@ -186,6 +186,42 @@ def test_top_k_and_top_p_filter_the_right_tokens():
     assert kept(filter_logits(logits)) == [True] * 4
 
 
+def _nucleus_reference(logits, top_p):
+    """The nucleus by its definition, in float64: sort, exclusive cumulative sum, every token at or
+    above the least likely kept one."""
+    keep = np.zeros(logits.shape, bool)
+    for row, z in enumerate(logits.astype("float64")):
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        order = np.argsort(-z, kind="stable")
+        before = np.concatenate([[0.0], np.cumsum(p[order])[:-1]])
+        keep[row] = z >= z[order[before < top_p]].min()
+    return keep
+
+
+@pytest.mark.parametrize("width", [50, 300, 2048, 8000])
+def test_the_nucleus_is_the_sorted_definitions_without_sorting_wide_rows(width):
+    """nucleus(): narrow rows sorted, wide ones (>= 2,048) through histograms of their bits; both
+    equal to the definition on flat and peaked rows, ties, -0.0 beside 0.0, and -inf (a top-k filter
+    before it)."""
+    from zoo.decoding.greedy import nucleus
+
+    rng = np.random.default_rng(width)
+    rows = np.concatenate([
+        rng.normal(size=(4, width)),  # flat: the nucleus is most of the row
+        6 * rng.normal(size=(4, width)),  # peaked: a few tokens
+        np.round(2 * rng.normal(size=(4, width))) / 2,  # many ties
+        np.where(rng.random((2, width)) < 0.5, 0.0, -0.0) + np.where(rng.random((2, width)) < 0.3,
+                                                                      rng.normal(size=(2, width)), 0.0),
+        np.where(rng.random((2, width)) < 0.5, -np.inf, rng.normal(size=(2, width))),
+    ]).astype("float32")
+    for top_p in (0.1, 0.5, 0.9, 0.999):
+        np.testing.assert_array_equal(nucleus(tf.constant(rows), top_p).numpy(), _nucleus_reference(rows, top_p),
+                                      err_msg=f"top_p={top_p}")
+    filtered = filter_logits(tf.constant(rows), top_p=0.9).numpy()
+    np.testing.assert_array_equal(np.isfinite(filtered), _nucleus_reference(rows, 0.9))
+
+
 def test_sampling_at_low_temperature_is_greedy():
     model = make("bahdanau")
     greedy = greedy_decode(model, SOURCE, 6)[0].numpy()
