@@ -125,13 +125,13 @@ def nucleus(logits, top_p):
     batch = tf.shape(logits)[0]
     cutoff = tf.zeros([batch, 1], tf.uint32)  # the digits found so far
     above = tf.zeros([batch, 1], tf.float64)  # the probability at keys above every key with those digits
-    for level, (shift, width) in enumerate(_DIGITS):
-        size = 2 ** width
+    for level, (shift, digit_bits) in enumerate(_DIGITS):
+        size = 2 ** digit_bits
         digit = tf.cast(tf.bitwise.right_shift(key, tf.constant(shift, tf.uint32)), tf.int32)
-        if shift + width < 32:
+        if shift + digit_bits < 32:
             digit = tf.bitwise.bitwise_and(digit, size - 1)
         if level:  # keys with other digits above this one go to an extra bin, left out
-            same = tf.equal(tf.bitwise.right_shift(key, tf.constant(shift + width, tf.uint32)), cutoff)
+            same = tf.equal(tf.bitwise.right_shift(key, tf.constant(shift + digit_bits, tf.uint32)), cutoff)
             digit = tf.where(same, digit, size)
         mass = tf.raw_ops.DenseBincount(input=digit, size=size + 1, weights=probs, binary_output=False)[:, :size]
         at_or_above = above + _suffix_sums(mass)  # non-increasing in the digit
