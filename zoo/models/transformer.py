@@ -72,14 +72,6 @@ class _Block(keras.layers.Layer):
         """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2)."""
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
 
-    def project_self(self, h, start_index=0):
-        """Queries, keys and values of self-attention for ``h [B, T, D]`` at positions ``start_index + t``,
-        in one product (``MultiHeadAttention.project``), each ``[B, T, H, d]`` (a decoder's step)."""
-        queries, keys, values = self.self_attention.project(h)
-        if self.rope is not None:
-            queries, keys = self.rope(queries, start_index=start_index), self.rope(keys, start_index=start_index)
-        return queries, keys, values
-
     def attend_self(self, h, mask, training, grid=None):
         """Self-attention of ``h`` (``project`` + ``attend_heads``), heads first: the three projections
         of ``h [B, T, D]`` moved there by one transpose, or of the rows of a ``grid`` (``_RealRows``) by
@@ -169,19 +161,32 @@ class _DecoderLayer(_Block):
         return self.feed_forward(rows, training)
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
-        """One position ``x [B, 1, D]`` at index ``step [B]``; the caches (keys and values ``[B, H, L, d]``)
-        get its keys/values."""
+        """One position ``x [B, D]`` at index ``step [B]``; the caches (keys and values ``[B, H, L, d]``)
+        get its keys/values. Rows, not ``[B, 1, D]``: every projection is one plain matmul (on a
+        length-1 axis the einsum layers ran batched matmuls, the dense layers a tensordot)."""
         new_caches = []
+
+        def one_position(heads):  # [B, H, 1, d] -> rows of heads [B, H, d], for W^O as one matmul
+            return ops.squeeze(heads, 2)
 
         def attend(h):
             # Rows decode in lockstep (greedy, beam search), and rotary takes one scalar start.
-            queries, keys, values = self.project_self(h, start_index=ops.max(step))
+            queries, keys, values = [ops.expand_dims(part, 1) for part in self.self_attention.project(h)]
+            if self.rope is not None:
+                start = ops.max(step)
+                queries, keys = self.rope(queries, start_index=start), self.rope(keys, start_index=start)
             keys, values, mask = self.self_attention.write_cache(cache_keys, cache_values, keys, values, step)
             new_caches.extend([keys, values])
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True)
+            return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
+                                                    from_heads=one_position)
+
+        def attend_cross(h):
+            queries, = self.cross_attention.project(h, ("query",))  # [B, H, d]
+            return self.cross_attention.attend_heads(ops.expand_dims(queries, 1), cross_keys, cross_values, cross_mask,
+                                                     training=training, heads_first=True, from_heads=one_position)
 
         x, _ = self.residual(x, self.self_attention_norm, attend, training)
-        x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
+        x, cross_weights = self.residual(x, self.cross_attention_norm, attend_cross, training)
         return self.feed_forward(x, training), new_caches[0], new_caches[1], cross_weights
 
 
@@ -521,6 +526,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         step, caches = state[0], state[1:]
         y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
                         start_index=step, training=training)  # [B, 1, D]
+        y = ops.squeeze(y, 1)  # rows [B, D] through the layers (``_DecoderLayer.step``)
         cross_mask = ops.expand_dims(memory["memory_mask"], 1)
         new_caches = []
         for index, layer in enumerate(self.decoder_layers):
@@ -528,7 +534,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 y, step, caches[2 * index], caches[2 * index + 1], memory["cross_keys"][index],
                 memory["cross_values"][index], cross_mask, training=training)
             new_caches.extend([keys, values])
-        return ops.squeeze(y, 1), (step + 1, *new_caches), attention_row(cross_weights)
+        return y, (step + 1, *new_caches), attention_row(cross_weights)
 
     def teacher_forced_features(self, source, target_in, training=None):
         """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
