@@ -102,6 +102,19 @@ class _EncoderLayer(_Block):
         return self.feed_forward(rows, training)
 
 
+def _one_position_to_heads(joined, parts, heads):
+    """One decoding position's joined projections ``[B, parts H d]`` -> ``[parts, B, H, 1, d]``
+    (``MultiHeadAttention.project``'s ``to_heads``, as ``_RealRows.to_heads`` for a grid)."""
+    width = joined.shape[-1] // (parts * heads)
+    return ops.expand_dims(ops.moveaxis(ops.reshape(joined, (-1, parts, heads, width)), 1, 0), 3)
+
+
+def _one_position_from_heads(heads):
+    """Heads of one position ``[B, H, 1, d]`` -> rows of heads ``[B, H, d]`` (``attend_heads``'
+    ``from_heads``: ``W^O`` as one matmul)."""
+    return ops.squeeze(heads, 2)
+
+
 class _DecoderLayer(_Block):
     """Causal self-attention + cross-attention + FFN (sec. 3.1), private to ``TransformerSeq2Seq``."""
 
@@ -151,23 +164,25 @@ class _DecoderLayer(_Block):
             return self.attend_self(h, mask, training, grid=grid)
 
         def attend_cross(h):
-            queries, = self.cross_attention.project(h, ("query",), to_heads=grid.to_heads)  # [B, H, Tt, d_k]
-            return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask,
-                                                     training=training, heads_first=True, queries_first=True,
-                                                     from_heads=grid.from_heads)
+            return self.cross_rows(h, cross_keys, cross_values, cross_mask, training, grid.to_heads, grid.from_heads)
 
         rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
         rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
         return self.feed_forward(rows, training)
+
+    def cross_rows(self, h, cross_keys, cross_values, cross_mask, training, to_heads, from_heads):
+        """Cross-attention of rows ``h [N, D]``: the queries projected on the rows and mapped heads
+        first by ``to_heads`` (a grid's, or one position's in a decoding step), ``W^O`` on the rows
+        ``from_heads`` gives back."""
+        queries, = self.cross_attention.project(h, ("query",), to_heads=to_heads)  # [B, H, Tq, d_k]
+        return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask, training=training,
+                                                 heads_first=True, queries_first=True, from_heads=from_heads)
 
     def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
         """One position ``x [B, D]`` at index ``step [B]``; the caches (keys and values ``[B, H, L, d]``)
         get its keys/values. Rows, not ``[B, 1, D]``: every projection is one plain matmul (on a
         length-1 axis the einsum layers ran batched matmuls, the dense layers a tensordot)."""
         new_caches = []
-
-        def one_position(heads):  # [B, H, 1, d] -> rows of heads [B, H, d], for W^O as one matmul
-            return ops.squeeze(heads, 2)
 
         def attend(h):
             # Rows decode in lockstep (greedy, beam search), and rotary takes one scalar start.
@@ -178,12 +193,11 @@ class _DecoderLayer(_Block):
             keys, values, mask = self.self_attention.write_cache(cache_keys, cache_values, keys, values, step)
             new_caches.extend([keys, values])
             return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
-                                                    from_heads=one_position)
+                                                    from_heads=_one_position_from_heads)
 
         def attend_cross(h):
-            queries, = self.cross_attention.project(h, ("query",))  # [B, H, d]
-            return self.cross_attention.attend_heads(ops.expand_dims(queries, 1), cross_keys, cross_values, cross_mask,
-                                                     training=training, heads_first=True, from_heads=one_position)
+            return self.cross_rows(h, cross_keys, cross_values, cross_mask, training, _one_position_to_heads,
+                                   _one_position_from_heads)
 
         x, _ = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self.residual(x, self.cross_attention_norm, attend_cross, training)
