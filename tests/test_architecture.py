@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS = [
     ["zoo.errors"],
-    ["zoo.registry", "zoo.checks", "zoo.tokens", "zoo.environ"],
+    ["zoo.registry", "zoo.checks", "zoo.tokens", "zoo.environ", "zoo.kernels"],
     ["zoo.catalog", "zoo.store"],
     ["zoo.config", "zoo.metrics"],
     ["zoo.data"],
@@ -27,6 +27,7 @@ LAYERS = [
     ["zoo.export", "zoo.tracking", "zoo.plots"],
     ["zoo.evaluation"],
     ["zoo.training"],
+    ["zoo.fast"],  # the speed-ups; imported by name by zoo.kernels only
     ["zoo.bench", "zoo.compare", "zoo.search"],
     ["train", "evaluate"],  # the entry points beside the package
 ]
@@ -156,3 +157,13 @@ def test_lazy_subpackages():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "['aoa_reader'] ['additive']" in result.stdout
+
+
+def test_only_the_switch_imports_the_fast_package():
+    """``zoo.fast`` holds the speed-ups; ``zoo.kernels`` (the switch) loads it by name. Nothing else
+    imports it, so reading any layer, model, loss or search never needs it."""
+    wrong = [f"{MODULES[source].relative_to(ROOT)}:{line}: imports {target}"
+             for source, target, _, line, _ in EDGES
+             if (target == "zoo.fast" or target.startswith("zoo.fast.")) and unit_of(source) != "zoo.fast"]
+    assert not wrong, "only zoo/kernels.py may load zoo.fast:\n" + "\n".join(wrong)
+    assert '"zoo.fast"' in (ROOT / "zoo" / "kernels.py").read_text(encoding="utf-8")

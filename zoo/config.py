@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo import catalog, checks, store
+from zoo import catalog, checks, kernels, store
 from zoo.catalog import CONF_DIR, options  # noqa: F401  (re-exported)
 from zoo.errors import ConfigError  # noqa: F401  (re-exported: the entry points catch it from here)
 
@@ -328,6 +328,7 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
     check.rule("optimizer.learning_rate", lambda v: _is_number(v) and v > 0, "a positive number")
     check.rule("optimizer.warmup_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     check.rule("seed", _is_int, "an integer")
+    check.choice("kernels", kernels.MODES)
     decoding_problems(check, optional=False)
     strategy = check.get("decoding.strategy")
     for key in overridden:
@@ -446,6 +447,7 @@ def evaluate_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None) ->
     check.choice("split", ("train", "val", "test"))
     check.positive_int("batch_size")
     check.positive_int("bootstrap_samples")
+    check.choice("kernels", kernels.MODES)
     process_problems(check)
     if cfg.get("data") is not None and data_name(cfg.data) not in catalog.datasets():
         check.add(f"data={data_name(cfg.data)} is not valid. Available: {', '.join(catalog.datasets())} "
@@ -584,6 +586,10 @@ def bench_problems(cfg: Any) -> List[str]:
             if value is not None and (not _is_int(value) or value < 1):
                 found.append(f"size.{size}.{key}={value!r} is not valid: expected an integer >= 1, or null for "
                              f"{default} ({OmegaConf.select(cfg, default)}).")
+    for mode in cfg.get("kernels") or []:
+        if mode not in kernels.MODES:
+            found.append(f"kernels: '{mode}' is not valid. Available: {', '.join(kernels.MODES)} "
+                         f"(default: [fast, reference])")
     check = _Checker(cfg)
     process_problems(check)
     found += check.found

@@ -10,6 +10,7 @@ from typing import Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo import kernels
 from zoo.config import CONF_DIR, ConfigError, data_name, options, quiet_tensorflow
 from zoo.environ import set_onednn, set_threads
 from zoo.evaluation.report import log_outputs
@@ -125,6 +126,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
     """
     if cfg.split not in ("train", "val", "test"):
         raise ConfigError(f"split={cfg.split} is not valid. Available: train, val, test")
+    kernels.use(cfg.get("kernels", kernels.FAST))  # zoo/fast's speed-ups or the plain reference path
     quiet_tensorflow()
     set_onednn(cfg.get("onednn"), prefix="", command="python evaluate.py")  # before TensorFlow is imported
     import mlflow

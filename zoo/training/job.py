@@ -11,6 +11,7 @@ from typing import Callable, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo import kernels
 from zoo.config import quiet_tensorflow, redacted, validate_train
 from zoo.environ import set_onednn
 from zoo.errors import ConfigError
@@ -44,6 +45,7 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
     validate_train(cfg)
     check_trainer(cfg.trainer)
     cfg = _resolve(cfg)
+    kernels.use(cfg.get("kernels", kernels.FAST))  # zoo/fast's speed-ups or the plain reference path
     example_pairs = parse_examples(cfg.get("examples"), cfg.get("examples_bleu_k", 2))
     if example_pairs and cfg.model.get("task") in ("regression", "qa"):
         raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a "
