@@ -126,3 +126,19 @@ def test_tables_list_exactly_the_registered_names(first_cell, folder):
     assert sorted(in_table) == registered, (
         f"in the README's {first_cell} table only: {sorted(set(in_table) - set(registered))}; "
         f"in conf/{folder}/ only: {sorted(set(registered) - set(in_table))}")
+
+
+def test_attention_kinds_are_those_of_their_configs():
+    """The attention table's second column is the ``kind`` its YAML declares (alignment, other, positional)."""
+    lines = _text().splitlines()
+    header = next(i for i, line in enumerate(lines) if re.match(r"\|\s*attention\s*\|", line))
+    wrong = []
+    for line in lines[header + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.split("|")[1:3]]
+        name, kind = cells[0].strip("`"), cells[1]
+        declared = re.search(r"^kind:\s*(\w+)", (ROOT / "conf" / "attention" / f"{name}.yaml").read_text(encoding="utf-8"), re.M)
+        if not declared or declared.group(1) != kind:
+            wrong.append((name, kind, declared and declared.group(1)))
+    assert not wrong, wrong
