@@ -452,13 +452,6 @@ def test_transformer_training_features_of_an_all_padding_source():
     assert grads and all(np.all(np.isfinite(tf.convert_to_tensor(g).numpy())) for g in grads)
 
 
-def test_multi_head_projections_go_to_the_heads_in_one_map_only_at_one_width():
-    layer = zoo.attention.create("multi_head", num_heads=2, key_dim=3, value_dim=5)
-    layer.build((None, None, 6), (None, None, 6))
-    with pytest.raises(ValueError, match=r"parts of one width. Received: parts=\('key', 'value'\) of widths \(6, 10\)"):
-        layer.project(np.ones((4, 6), "float32"), ("key", "value"), heads_first=True, to_heads=lambda *a: None)
-
-
 def test_transformer_attention_maps_have_one_entry_per_layer_and_head():
     model = make("transformer", num_layers=2, num_heads=2)
     maps = model.attention_maps((SOURCE, TARGET_IN))

@@ -389,3 +389,15 @@ def test_every_alignment_layer_has_a_hand_computed_case():
     missing = [name for name in ALIGNMENT_NAMES
                if not any(t.startswith(f"test_{name}_") and "reject" not in t and "needs" not in t for t in tests)]
     assert missing == []
+
+
+def test_additive_scores_are_v_dot_tanh_of_the_sums():
+    """``AdditiveAttention.score``: ``v^T tanh(W q + U k)`` as the einsum of the equation, for several queries."""
+    layer = zoo.attention.create("additive", units=6)
+    rng = np.random.default_rng(3)
+    query, value = rand(rng, 2, 3, 5), rand(rng, 2, 4, 7)
+    layer.build(query.shape, value.shape)
+    keys = layer.prepare(value)
+    hidden = ops.tanh(ops.expand_dims(layer.query_dense(query), -2) + ops.expand_dims(keys, -3))
+    expected = ops.einsum("bqku,u->bqk", hidden, layer.v)
+    np.testing.assert_allclose(to_numpy(layer.score(query, keys)), to_numpy(expected), rtol=1e-5, atol=1e-6)

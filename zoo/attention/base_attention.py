@@ -5,7 +5,7 @@ import inspect
 import keras
 from keras import ops
 
-from zoo.attention._kernels import SMALL_SCORES, mix, own_kernels
+from zoo import kernels
 from zoo.registry import Registry
 
 ATTENTIONS = Registry("attention")
@@ -69,56 +69,26 @@ def masked_softmax(scores, mask=None, axis=-1):
     return weights * ops.cast(mask, weights.dtype)
 
 
-def small_softmax(scores, mask=None):
-    """``masked_softmax`` over the last axis, for small scores (one query, or ``Tq Tk <= SMALL_SCORES``):
-    on TensorFlow in float32 as ``exp(log_softmax)``, which oneDNN does not take over (its ``Softmax``
-    primitive's fixed cost is most of a small one). Forward and backward, us: ``[64, 1, 9]`` 43 -> 29,
-    ``[256, 1, 20]`` 62 -> 39, ``[64, 4, 9]`` 57 -> 34, ``[64, 9, 9]`` 77 -> 47, ``[64, 20, 20]`` 133 ->
-    107; but ``[64, 40, 40]`` 339 -> 435 and ``[64, 4, 200]`` 131 -> 199. Elsewhere ``masked_softmax``."""
-    if not own_kernels(scores):
-        return masked_softmax(scores, mask)
-    import tensorflow as tf
-
-    if mask is not None:
-        scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
-    weights = tf.exp(tf.nn.log_softmax(scores))
-    return weights if mask is None else weights * ops.cast(mask, weights.dtype)
+@kernels.replaceable
+def move_axes(x, perm, own_kernel=False):
+    """``ops.transpose(x, perm)``. ``own_kernel`` is a hint for the fast path (``zoo.fast``), which may
+    move small float32 tensors by another kernel; the result is the transpose either way."""
+    del own_kernel
+    return ops.transpose(x, perm)
 
 
-def move_axes(x, perm, own_kernel):
-    """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
-    forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's
-    transpose (the x86 default) pays a fixed cost many times the copy of a small one: in a loop,
-    ``[64, 4, 9, 8]`` 46 -> 14.5 us, ``[64, 9, 3, 4, 8]`` 66 -> 40 us (d2l's sizes); at ``[64, 4, 20,
-    64]`` the same, at ``[64, 20, 3, 4, 64]`` 182 -> 205 us (oneDNN's threads pay there: hence
-    ``own_kernel`` for attention heads with ``H d <= 64`` only, a choice made at trace time; the RNN
-    layers' moves to time-major and back take it always: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20,
-    768]`` 170 -> 137 us)."""
-    if not own_kernel or not own_kernels(x):
-        return ops.transpose(x, perm)
-    import tensorflow as tf
+def causal_mask(tq, tv, start=None):
+    """``[Tq, Tv]`` bool mask: query ``i``, at position ``start + i``, may see keys ``j <= start + i``.
 
-    inverse = tuple(perm.index(axis) for axis in range(len(perm)))
-
-    def moved_bits(t, order):
-        return tf.bitcast(tf.transpose(tf.bitcast(t, tf.int32), order), t.dtype)
-
-    @tf.custom_gradient
-    def moved(t):
-        return moved_bits(t, perm), lambda upstream: moved_bits(upstream, inverse)
-
-    return moved(x)
-
-
-def causal_mask(tq, tv):
-    """``[Tq, Tv]`` bool mask, aligned bottom-right: query i may see keys j <= i + (Tv - Tq).
-
-    For ``Tq == Tv`` this is the usual lower-triangular mask; for ``Tq < Tv`` the queries are
-    the last ``Tq`` positions (incremental decoding with a key/value cache).
+    ``start`` defaults to ``Tv - Tq`` (aligned bottom-right): for ``Tq == Tv`` the usual
+    lower-triangular mask; for ``Tq < Tv`` the queries are the last ``Tq`` positions. A decoder's
+    key/value cache of ``Tv`` slots, written up to position ``start``, passes ``start`` (the slots
+    after it are not written yet).
     """
+    start = tv - tq if start is None else start
     rows = ops.expand_dims(ops.arange(tq), 1)
     cols = ops.expand_dims(ops.arange(tv), 0)
-    return cols <= rows + (tv - tq)
+    return cols <= rows + start
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -190,8 +160,9 @@ class BaseAttention(keras.layers.Layer):
         self.built = True
 
     def combine_masks(self, query, value, query_mask=None, value_mask=None, key_mask=None,
-                      attention_mask=None, use_causal_mask=False):
-        """One bool mask ``[B, Tq, Tv]`` (or None) from all the mask arguments."""
+                      attention_mask=None, use_causal_mask=False, query_start=None):
+        """One bool mask ``[B, Tq, Tv]`` (or None) from all the mask arguments; ``query_start``: the
+        position of the first query for the causal mask (``causal_mask``' ``start``)."""
         mask = None
 
         def _and(a, b):
@@ -206,20 +177,24 @@ class BaseAttention(keras.layers.Layer):
             mask = _and(mask, ops.cast(attention_mask, "bool"))
         if use_causal_mask:
             tq, tv = ops.shape(query)[-2], ops.shape(value)[-2]
-            mask = _and(mask, ops.expand_dims(causal_mask(tq, tv), 0))
+            mask = _and(mask, ops.expand_dims(causal_mask(tq, tv, query_start), 0))
         if mask is not None:
             batch = ops.shape(query)[0]
             mask = ops.broadcast_to(mask, (batch, ops.shape(query)[-2], ops.shape(value)[-2]))
         return mask
 
+    @kernels.replaceable
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
-        """Attention with keys already passed through ``prepare`` (or ``prepare_key``); ``mask`` is ``[B, Tq, Tv]``."""
+        """Attention with keys already passed through ``prepare`` (or ``prepare_key``); ``mask`` is ``[B, Tq, Tv]``.
+
+        ``e = score(s, h)``, ``alpha = softmax(e)`` over the unmasked keys, ``c = sum_j alpha_j h_j``
+        (Bahdanau et al. 2015, eqs. 5-6; Luong et al. 2015, eqs. 5 and 7): the weights, dropout on
+        them in training, and their weighted sum of the values, ``alpha V``.
+        """
         scores = self.score(query, prepared_key)
-        tq, tk = scores.shape[-2], scores.shape[-1]
-        small = tq == 1 or (tq is not None and tk is not None and tq * tk <= SMALL_SCORES)
-        weights = small_softmax(scores, mask) if small else masked_softmax(scores, mask)
+        weights = masked_softmax(scores, mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        output = mix(ops.cast(dropped, value.dtype), value)  # small products on TensorFlow's kernel
+        output = ops.matmul(ops.cast(dropped, value.dtype), value)
         if return_attention_scores:
             return output, weights
         return output

@@ -1,43 +1,36 @@
-"""Multi-head attention, written on ``BaseAttention``."""
+"""Multi-head attention (Vaswani et al. 2017), written on ``BaseAttention``, with a key/value cache."""
 
 import math
 
 import keras
 from keras import ops
 
-from zoo import checks
-from zoo.attention import _products
-from zoo.attention.base_attention import BaseAttention, move_axes, register_attention
+from zoo import checks, kernels
+from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
 
 SCORINGS = ("scaled_dot", "dot")
-
-
-def heads_major(x, narrow=False):
-    """``[B, T, H, d]`` <-> ``[B, H, T, d]`` (the swap is its own inverse). With one step (or one
-    head) the swap moves no data, so it is a reshape, not a transpose: a decoder's every step.
-    ``narrow``: TensorFlow's own transpose (``move_axes``)."""
-    if x.shape[1] == 1 or x.shape[2] == 1:
-        shape = ops.shape(x)
-        return ops.reshape(x, (shape[0], shape[2], shape[1], shape[3]))
-    return move_axes(x, (0, 2, 1, 3), narrow)
 
 
 @register_attention("multi_head")
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(BaseAttention):
-    """Multi-head attention of Vaswani et al. (2017) with per-head projections.
+    """Multi-head attention of Vaswani et al. (2017) with per-head projections and a key/value cache.
 
     ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O``,
     ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` (Vaswani et al. 2017, sec. 3.2.2), with
     ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` (eq. 1) for ``scoring="scaled_dot"``
-    or ``softmax(Q K^T) V`` for ``scoring="dot"``.
+    or ``softmax(Q K^T) V`` for ``scoring="dot"``. ``attention`` is eq. 1, ``call`` the rest.
 
     The projections have the layout of ``keras.layers.MultiHeadAttention`` (kernels
     ``[D, H, d_k]``, ``[H, d_v, D_out]``, biases ``[H, d_k]``, ``[D_out]``), so weights copy
-    across and the two layers give the same numbers. ``prepare`` computes ``K W^K`` (and
-    the ``1/sqrt(d_k)`` factor) and ``V W^V`` once per source sequence, so a decoder's ``attend``
-    per step projects only its query; ``attend_heads`` and ``write_cache`` serve a decoder that
-    projects (and rotates) its own queries and keys and caches them (the Transformer).
+    across and the two layers give the same numbers.
+
+    Decoding with a cache, as keras-hub's ``CachedMultiHeadAttention``: the projected keys and
+    values are kept heads first, ``(K W^K, V W^V)`` each ``[B, H, L, d]``, so that a step projects
+    one new position only. ``cache`` without ``cache_update_index`` is a memory projected once
+    (``prepare``: a decoder's cross-attention over its source); with ``cache_update_index`` the
+    keys and values of ``value``/``key`` are written into the cache at that position (a decoder's
+    self-attention, one token a step) and the updated cache is returned.
 
     Differences from ``keras.layers.MultiHeadAttention``: a query with nothing to attend to
     gives a 0 output row, where the Keras layer gives a nonzero row (all keys masked) or
@@ -46,7 +39,7 @@ class MultiHeadAttention(BaseAttention):
     ``output_dim`` is Keras' ``output_shape`` for one feature axis.
 
     Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` source steps, ``H`` heads, ``D`` model
-    features, ``d_k``/``d_v`` per-head key/value sizes.
+    features, ``d_k``/``d_v`` per-head key/value sizes, ``L`` cache length.
     Cost: projections ``O(B (Tq + Tv) D H d_k)``, scores ``O(B H Tq Tv d_k)`` time and
     ``O(B H Tq Tv)`` memory.
 
@@ -62,13 +55,24 @@ class MultiHeadAttention(BaseAttention):
         **kwargs: standard ``keras.layers.Layer`` arguments.
 
     Call arguments:
-        See ``BaseAttention``: ``(query [B, Tq, Dq], value [B, Tv, Dv], key=None [B, Tv, Dk],
-        *, query_mask, value_mask, attention_mask, use_causal_mask, return_attention_scores,
-        training)``.
+        query: ``[B, Tq, Dq]``.
+        value: ``[B, Tv, Dv]`` (ignored with a cache and no ``cache_update_index``).
+        key: optional ``[B, Tv, Dk]``; defaults to ``value``.
+        query_mask, value_mask, key_mask, attention_mask, use_causal_mask: as ``BaseAttention``;
+            with a cache, the keys are its ``L`` slots, and with ``cache_update_index`` the causal
+            mask places the queries at ``cache_update_index, cache_update_index + 1, ...``.
+        cache: optional ``(keys, values)``, each ``[B, H, L, d]``.
+        cache_update_index: optional int (or scalar int tensor), where the new keys/values go.
+        rotary: optional position encoding of the projected queries and keys (the
+            ``RotaryPositionEmbedding`` of RoFormer, Su et al. 2021), called as
+            ``rotary(x, start_index=..., sequence_axis=2)``; positions count from
+            ``cache_update_index`` (0 without one).
+        return_attention_scores: bool, also return the weights.
+        training: bool, dropout on the weights when True.
 
     Returns:
-        ``output [B, Tq, D_out]``, or ``(output, weights [B, H, Tq, Tv])`` with
-        ``return_attention_scores=True`` (after softmax, before dropout).
+        ``output [B, Tq, D_out]``; then ``weights [B, H, Tq, Tv]`` (after softmax, before dropout)
+        with ``return_attention_scores=True``; then the cache when one is given: a tuple of those.
 
     Example:
         >>> import numpy as np
@@ -78,8 +82,9 @@ class MultiHeadAttention(BaseAttention):
         ((2, 4, 6), (2, 2, 4, 5))
 
     References:
-        Vaswani et al. Attention Is All You Need. NeurIPS 2017, sec. 3.2.2.
+        Vaswani et al. Attention Is All You Need. NeurIPS 2017, sec. 3.2.
         https://arxiv.org/abs/1706.03762
+        keras-hub's ``CachedMultiHeadAttention`` (the cache's call convention).
     """
 
     def __init__(self, num_heads=2, key_dim=None, value_dim=None, output_dim=None, use_bias=True,
@@ -118,160 +123,83 @@ class MultiHeadAttention(BaseAttention):
         self.key_dense = self._dense("abc,cde->abde", shape, "de", "key")
         self.key_dense.build(key_shape)
 
+    def split_heads(self, x):
+        """``[B, T, H, d]`` (a projection) -> ``[B, H, T, d]``: each head's positions as one matrix."""
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def merge_heads(self, heads):
+        """``[B, H, T, d]`` -> ``[B, T, H, d]``, what ``W^O`` (``output_dense``) takes: ``Concat(heads)``."""
+        return ops.transpose(heads, (0, 2, 1, 3))
+
     def prepare_key(self, key):
-        key = self.key_dense(key)  # K W^K: [B, Tv, H, d_k]
-        if self.scoring == "scaled_dot":
-            key = key * ops.cast(self._key_scale, key.dtype)
-        return key
+        """``K W^K``, heads first ``[B, H, Tv, d_k]``."""
+        return self.split_heads(self.key_dense(key))
 
-    @property
-    def _narrow(self):
-        """Heads narrow enough (``H d <= NARROW_HEADS``) to move between layouts by TensorFlow's own
-        transpose (``move_axes``)."""
-        return self.num_heads * max(self.head_key_dim, self.head_value_dim) <= _products.NARROW_HEADS
-
-    @property
-    def _key_scale(self):
-        """``1 / sqrt(d_k)`` of ``scaled_dot``, applied to the keys once (``prepare_key``, ``project``)."""
-        return 1.0 / math.sqrt(self.head_key_dim)
-
-    def project(self, x, parts=("query", "key", "value"), heads_first=False, to_heads=None):
-        """``x [B, T, D]`` through several of the projections at once: ``[Q W^Q, K W^K / sqrt(d_k), V W^V]``
-        for ``parts`` (a subset of ``"query"``, ``"key"``, ``"value"``, in that order), each
-        ``[B, T, H, d]``, the values of the separate projections (and of ``prepare_key``'s scaling).
-
-        Self-attention projects one input three times: one product with the kernels side by side
-        (``[D, H (d_k + d_k + d_v)]``) is one large matmul and one bias add instead of three of each,
-        and one gradient product each way; the keys' ``1 / sqrt(d_k)`` is folded into their kernel
-        and bias (``D H d_k`` multiplications, not ``B T H d_k``).
-
-        ``heads_first``: each ``[B, H, T, d]`` (``attend_heads``' operands), parts of one width moved
-        there by one transpose of ``[B, T, parts, H, d]``, not one per part. ``to_heads(joined, parts,
-        heads)`` maps the joined projections of rows (``[N, parts H d]``, parts of one width) to
-        ``[parts, B, H, T, d]`` in one step (the Transformer's real rows: one gather, where a scatter
-        to the grid and a transpose moved every value twice); each part is ``[B, H, T, d]``."""
-        denses = [{"query": self.query_dense, "key": self.key_dense, "value": self.value_dense}[p] for p in parts]
-        dtype = self.compute_dtype
-        kernels, biases, sizes = [], [], []
-        for part, dense in zip(parts, denses):
-            kernel = ops.cast(dense.kernel, dtype)
-            width = kernel.shape[1] * kernel.shape[2]
-            kernel = ops.reshape(kernel, (kernel.shape[0], width))
-            bias = ops.reshape(ops.cast(dense.bias, dtype), (width,)) if self.use_bias else None
-            if part == "key" and self.scoring == "scaled_dot":
-                scale = ops.cast(self._key_scale, dtype)
-                kernel, bias = kernel * scale, None if bias is None else bias * scale
-            kernels.append(kernel)
-            biases.append(bias)
-            sizes.append(kernel.shape[1])
-        joined = ops.matmul(x, kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=1))
-        if self.use_bias:
-            joined = joined + (biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=0))
-        if to_heads is not None:
-            if len(set(sizes)) != 1:
-                raise ValueError(f"MultiHeadAttention.project(to_heads=...) needs parts of one width. Received: "
-                                 f"parts={tuple(parts)} of widths {tuple(sizes)} (key_dim, value_dim)")
-            return ops.unstack(to_heads(joined, len(sizes), self.num_heads), axis=0)
-        shape = ops.shape(joined)[:-1]
-        if heads_first and len(set(sizes)) == 1 and len(shape) == 2:
-            width = sizes[0] // self.num_heads
-            joined = ops.reshape(joined, (*shape, len(sizes), self.num_heads, width))
-            return ops.unstack(move_axes(joined, (2, 0, 3, 1, 4), self._narrow), axis=0)
-        pieces = ops.split(joined, [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)], axis=-1) \
-            if len(sizes) > 1 else [joined]
-        split = [ops.reshape(piece, (*shape, self.num_heads, size // self.num_heads)) for piece, size in zip(pieces, sizes)]
-        return [heads_major(piece, self._narrow) for piece in split] if heads_first else split
-
-    def prepare(self, value, key=None, heads_first=False, to_heads=None):
-        """``(K W^K [/ sqrt(d_k)], V W^V)``: both projections of the memory, once per source,
-        ``[B, Tv, H, d]``; with ``heads_first`` (for ``attend_heads``) ``[B, H, Tv, d]``, the operands
-        of the two products as they are. ``to_heads``: ``value`` is rows of the memory, mapped heads
-        first as ``project``'s (one input only)."""
-        if key is None:  # one input: both projections in one product (``project``)
-            return tuple(self.project(value, ("key", "value"), heads_first=heads_first, to_heads=to_heads))
-        keys, values = self.prepare_key(key), self.value_dense(value)
-        if heads_first:
-            return heads_major(keys, self._narrow), heads_major(values, self._narrow)
-        return keys, values
+    def prepare(self, value, key=None):
+        """``(K W^K, V W^V)``, each heads first ``[B, H, Tv, d]``: the memory's projections, once per
+        source (``key`` defaults to ``value``). It is what ``call`` takes as ``cache``."""
+        return self.prepare_key(value if key is None else key), self.split_heads(self.value_dense(value))
 
     def score(self, query, prepared_key):
-        return ops.einsum("bqhd,bkhd->bhqk", self.query_dense(query), prepared_key)  # [B, H, Tq, Tv]
+        """``Q W^Q (K W^K)^T / sqrt(d_k)`` of every head: ``[B, H, Tq, Tv]``."""
+        scores = ops.matmul(self.split_heads(self.query_dense(query)), ops.swapaxes(prepared_key, -1, -2))
+        return scores * ops.cast(self.scale, scores.dtype)
 
-    def attend_heads(self, queries, keys, values, mask=None, training=None, heads_first=False, queries_first=False,
-                     from_heads=None):
-        """Eq. 1 on projected heads: ``queries [B, Tq, H, d_k]`` (``Q W^Q``), ``keys [B, Tv, H, d_k]``
-        and ``values [B, Tv, H, d_v]`` (from ``prepare``, or a decoder's cache), ``mask`` bool
-        broadcastable to ``[B, Tq, Tv]``. Returns ``(Concat(heads) W^O [B, Tq, D_out], weights
-        [B, H, Tq, Tv])``. The Transformer calls it with rotated queries/keys and cached keys/values.
+    @property
+    def scale(self):
+        """``1 / sqrt(d_k)`` for ``scaled_dot`` (sec. 3.2.1: keeps the dot products' variance at 1), 1 for ``dot``."""
+        return 1.0 / math.sqrt(self.head_key_dim) if self.scoring == "scaled_dot" else 1.0
 
-        ``heads_first=True`` takes ``keys [B, H, Tv, d_k]`` and ``values [B, H, Tv, d_v]`` (``prepare``'s
-        with ``heads_first``, a decoder's cache): the two products are batched matmuls with no
-        transposes of them, which a decoder would otherwise pay at every step for its cache and the
-        source's keys and values.
-        ``queries_first=True`` takes the queries heads first too (``[B, H, Tq, d_k]``, from ``project``
-        with ``heads_first``). ``from_heads`` maps the heads as the products give them, ``[B, H, Tq,
-        d_v]``, to rows ``[N, H, d_v]`` before ``W^O`` (the Transformer's real rows: one gather, no
-        transpose, and ``W^O`` on the rows only)."""
-        if not queries_first:
-            queries = heads_major(queries, self._narrow)
-        if not heads_first:
-            keys, values = heads_major(keys, self._narrow), heads_major(values, self._narrow)
-        head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # [B, 1, Tq, Tv]
-        small = _products.is_small(queries, keys)  # which kernels run the products (``_products``)
-        weights = _products.attention_weights(queries, keys, head_mask, small)
+    @kernels.replaceable
+    def attention(self, queries, keys, values, mask=None, training=None):
+        """Eq. 1 on every head at once: ``softmax(Q K^T / sqrt(d_k)) V``, with ``queries [B, H, Tq, d_k]``,
+        ``keys [B, H, Tv, d_k]``, ``values [B, H, Tv, d_v]`` (projected), ``mask`` bool broadcastable to
+        ``[B, Tq, Tv]`` (True = attend) or None; dropout on the weights in training. Returns
+        ``(heads [B, H, Tq, d_v], weights [B, H, Tq, Tv])``."""
+        scores = ops.matmul(queries, ops.swapaxes(keys, -1, -2)) * ops.cast(self.scale, queries.dtype)
+        head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # the same for every head
+        weights = masked_softmax(scores, head_mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        heads = _products.weighted_values(dropped, values, small)  # [B, H, Tq, d_v]
-        if from_heads is not None:
-            return self.project_output(from_heads(heads)), weights
-        return self.project_output(heads_major(heads, self._narrow)), weights  # [B, Tq, H, d_v]
+        return ops.matmul(dropped, values), weights
 
-    def project_output(self, heads):
-        """``Concat(heads) W^O``: ``heads [B, Tq, H, d_v]`` (``output_dense``), or rows of heads
-        ``[N, H, d_v]`` as one plain product (``[N, H d_v] @ [H d_v, D_out]``, what a Transformer's
-        real rows take: no einsum bookkeeping for a batch axis of one)."""
-        if len(heads.shape) == 4:
-            return self.output_dense(heads)
-        dense, dtype = self.output_dense, self.compute_dtype
-        heads_in, head_dim, out_dim = dense.kernel.shape  # [H, d_v, D_out]
-        kernel = ops.reshape(ops.cast(dense.kernel, dtype), (heads_in * head_dim, out_dim))
-        out = ops.matmul(ops.reshape(heads, (-1, heads_in * head_dim)), kernel)
-        return out + ops.cast(dense.bias, dtype) if self.use_bias else out
-
-    @staticmethod
-    def write_cache(cache_keys, cache_values, keys, values, step):
-        """A decoder's key/value cache, keys and values ``[B, H, L, d]`` (for ``attend_heads(...,
-        heads_first=True)``), with one position's ``keys``/``values`` ``[B, 1, H, d]`` written at slot
-        ``step [B]``. Returns ``(cache_keys, cache_values, mask [B, 1, L])``, the mask True at the slots
-        written so far (``<= step``); fixed shapes, so a ``tf.while_loop`` carries the cache (as
-        keras-hub's ``CachedMultiHeadAttention``). The write is a scatter of ``B H`` rows of ``d``: a
-        select of the new position over the whole cache reads and writes all ``L`` slots at every
-        step (both caches of ``[16, 4, 64, 8]``: 73 us a step, the scatter 20; docs/performance.md)."""
-        shape = ops.shape(cache_values)
-        rows = shape[0] * shape[1]
-        step = ops.cast(step, "int32")
-        slot = ops.reshape(ops.broadcast_to(ops.expand_dims(step, 1), (shape[0], shape[1])), (rows,))
-        index = ops.stack([ops.arange(rows, dtype="int32"), slot], axis=1)  # row b H + h of [B H, L, d]: slot step_b
-
-        def write(cache, new):
-            size = ops.shape(cache)
-            flat = ops.reshape(cache, (rows, size[2], size[3]))
-            new = ops.reshape(ops.cast(new, cache.dtype), (rows, size[3]))
-            return ops.reshape(ops.scatter_update(flat, index, new), size)
-
-        slots = ops.arange(shape[2], dtype="int32")[None, :]  # [1, L]
-        return write(cache_keys, keys), write(cache_values, values), ops.expand_dims(slots <= step[:, None], 1)
-
-    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
-        if isinstance(prepared_key, (tuple, list)):  # from ``prepare``: the values are projected already
-            keys, values = prepared_key
-        else:  # from ``prepare_key``: project the values here
-            keys, values = prepared_key, self.value_dense(value)
-        output, weights = self.attend_heads(self.query_dense(query), keys, values, mask, training=training)
+    def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
+             use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, return_attention_scores=False,
+             training=None):
+        if cache_update_index is not None and cache is None:
+            raise ValueError("`cache_update_index` needs a `cache` to write into. "
+                             f"Received: cache=None, cache_update_index={cache_update_index}")
+        start = 0 if cache_update_index is None else cache_update_index  # the queries' first position
+        queries = self.split_heads(self.query_dense(query))  # Q W^Q: [B, H, Tq, d_k]
+        if cache is not None and cache_update_index is None:  # a memory projected once (``prepare``)
+            keys, values = cache
+        else:
+            keys, values = self.prepare(value, key)  # K W^K, V W^V: [B, H, Tv, d]
+            if rotary is not None:
+                keys = rotary(keys, start_index=start, sequence_axis=2)
+            if cache is not None:  # written at their positions; the cache keeps its length L
+                at = (0, 0, cache_update_index, 0)
+                keys = ops.slice_update(cache[0], at, ops.cast(keys, cache[0].dtype))
+                values = ops.slice_update(cache[1], at, ops.cast(values, cache[1].dtype))
+                cache = (keys, values)
+        if rotary is not None:
+            queries = rotary(queries, start_index=start, sequence_axis=2)
+        mask = self.combine_masks(query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
+                                  query_start=cache_update_index)
+        heads, weights = self.attention(queries, keys, values, mask, training=training)
+        output = self.output_dense(self.merge_heads(heads))  # Concat(head_1, ..., head_h) W^O
         if mask is not None:  # nothing to attend to -> 0, not the output bias
             output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
-        if return_attention_scores:
-            return output, weights
-        return output
+        results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
+        return results[0] if len(results) == 1 else results
+
+    def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
+        """``call`` over a memory prepared once: ``prepare``'s ``(keys, values)``, or ``prepare_key``'s keys
+        (then the values are projected here); ``mask`` is ``[B, Tq, Tv]``."""
+        if not isinstance(prepared_key, (tuple, list)):
+            prepared_key = (prepared_key, self.split_heads(self.value_dense(value)))
+        results = self.call(query, value, attention_mask=mask, cache=tuple(prepared_key),
+                            return_attention_scores=return_attention_scores, training=training)
+        return results[:2] if return_attention_scores else results[0]
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 import zoo.attention as zoo_attention
-from zoo.attention.base_attention import causal_mask
+from zoo import kernels
 from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import attention_row, rate
 from zoo.models.layer_norm import LayerNormalization
@@ -72,47 +72,25 @@ class _Block(keras.layers.Layer):
         """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (eq. 2)."""
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
 
-    def attend_self(self, h, mask, training, grid=None):
-        """Self-attention of ``h`` (``project`` + ``attend_heads``), heads first: the three projections
-        of ``h [B, T, D]`` moved there by one transpose, or of the rows of a ``grid`` (``_RealRows``) by
-        one gather each way; rotary positions rotate the queries and keys there (axis 2)."""
-        to_heads, from_heads = (None, None) if grid is None else (grid.to_heads, grid.from_heads)
-        queries, keys, values = self.self_attention.project(h, heads_first=True, to_heads=to_heads)
-        if self.rope is not None:
-            queries, keys = self.rope(queries, sequence_axis=2), self.rope(keys, sequence_axis=2)
-        return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
-                                                queries_first=True, from_heads=from_heads)
+    def attend_self(self, h, training, **options):
+        """Self-attention of ``h [B, T, D]`` (rotary positions rotate its queries and keys):
+        ``(output, (weights, [cache]))``, ``options`` the masks and cache of ``MultiHeadAttention``."""
+        results = self.self_attention(h, h, rotary=self.rope, return_attention_scores=True, training=training,
+                                      **options)
+        return results[0], results[1:]
 
 
 class _EncoderLayer(_Block):
     """Self-attention + FFN (sec. 3.1), private to ``TransformerSeq2Seq``."""
 
+    @kernels.replaceable
     def call(self, x, attention_mask, training=None):
-        x, weights = self.residual(x, self.self_attention_norm, lambda h: self.attend_self(h, attention_mask, training),
-                                   training)
+        """``x [B, Ts, D]``, ``attention_mask`` bool ``[B, 1, Ts]`` (the real source positions):
+        ``(x, self-attention weights [B, H, Ts, Ts])``."""
+        x, (weights,) = self.residual(
+            x, self.self_attention_norm, lambda h: self.attend_self(h, training, attention_mask=attention_mask),
+            training)
         return self.feed_forward(x, training), weights
-
-    def call_rows(self, rows, grid, attention_mask, training=None):
-        """``call`` at the real source positions only (``_DecoderLayer.call_rows``): ``rows [N, D]``
-        of ``grid``; attention on the grid, with the padding keys masked as in ``call``."""
-        def attend(h):
-            return self.attend_self(h, attention_mask, training, grid=grid)
-
-        rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
-        return self.feed_forward(rows, training)
-
-
-def _one_position_to_heads(joined, parts, heads):
-    """One decoding position's joined projections ``[B, parts H d]`` -> ``[parts, B, H, 1, d]``
-    (``MultiHeadAttention.project``'s ``to_heads``, as ``_RealRows.to_heads`` for a grid)."""
-    width = joined.shape[-1] // (parts * heads)
-    return ops.expand_dims(ops.moveaxis(ops.reshape(joined, (-1, parts, heads, width)), 1, 0), 3)
-
-
-def _one_position_from_heads(heads):
-    """Heads of one position ``[B, H, 1, d]`` -> rows of heads ``[B, H, d]`` (``attend_heads``'
-    ``from_heads``: ``W^O`` as one matmul)."""
-    return ops.squeeze(heads, 2)
 
 
 class _DecoderLayer(_Block):
@@ -130,167 +108,26 @@ class _DecoderLayer(_Block):
         self.cross_attention.build(shape, shape)
         self.cross_attention_norm.build(shape)
 
-    def cross_keys_values(self, memory, grid=None):
-        """``(K W^K / sqrt(d_k), V W^V)`` of the encoder output, computed once per source, heads
-        first (``[B, H, Ts, d_k]``): no decoder step transposes them. With a ``grid`` (``_RealRows``)
-        ``memory`` is the encoder's rows, gathered there (``to_heads``; padding slots are masked)."""
-        return self.cross_attention.prepare(memory, heads_first=True, to_heads=None if grid is None else grid.to_heads)
+    @kernels.replaceable
+    def call(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
+        """``x [B, Tt, D]``: all target positions at once (training), or, with this layer's
+        self-attention ``cache`` (keys and values ``[B, H, L, d_k]``) and ``cache_update_index``, the
+        positions from that index on (decoding: one a step). ``cross_cache``: the encoder output's
+        ``(K W^K, V W^V)`` (``MultiHeadAttention.prepare``, once per source), ``cross_mask`` bool
+        ``[B, 1, Ts]``. Returns ``(x, self weights, cross weights, cache)``, the cache updated (None
+        without one)."""
+        x, (self_weights, *new_cache) = self.residual(
+            x, self.self_attention_norm,
+            lambda h: self.attend_self(h, training, use_causal_mask=True, cache=cache,
+                                       cache_update_index=cache_update_index), training)
 
-    def _cross(self, x, cross_keys, cross_values, cross_mask, training):
-        def attend(h):
-            return self.cross_attention.attend_heads(self.cross_attention.query_dense(h), cross_keys, cross_values,
-                                                     cross_mask, training=training, heads_first=True)
+        def attend_cross(h):  # the source's keys and values, projected once: the cache is not updated
+            output, weights, _ = self.cross_attention(h, None, attention_mask=cross_mask, cache=cross_cache,
+                                                      return_attention_scores=True, training=training)
+            return output, weights
 
-        return self.residual(x, self.cross_attention_norm, attend, training)
-
-    def call(self, x, cross_keys, cross_values, cross_mask, training=None):
-        """All target positions at once: ``x [B, Tt, D]``; causal self-attention."""
-        def attend(h):
-            mask = ops.expand_dims(causal_mask(ops.shape(h)[1], ops.shape(h)[1]), 0)  # [1, Tt, Tt]
-            return self.attend_self(h, mask, training)
-
-        x, self_weights = self.residual(x, self.self_attention_norm, attend, training)
-        x, cross_weights = self._cross(x, cross_keys, cross_values, cross_mask, training)
-        return self.feed_forward(x, training), self_weights, cross_weights
-
-    def call_rows(self, rows, grid, cross_keys, cross_values, cross_mask, training=None):
-        """``call`` at the real target positions only: ``rows [N, D]`` are the positions of ``grid``
-        (a ``_RealRows``); the position-wise work (FFN, norms, residuals, the cross-attention query)
-        runs on the rows, attention on the ``[B, Tt]`` grid (``_RealRows.to_heads``: padding slots hold
-        a copy of a row, and causality keeps every real position from them). The real positions'
-        values are ``call``'s."""
-        def attend(h):  # projections on the rows, gathered heads first once; W^O on the rows
-            mask = ops.expand_dims(causal_mask(grid.length, grid.length), 0)  # [1, Tt, Tt]
-            return self.attend_self(h, mask, training, grid=grid)
-
-        def attend_cross(h):
-            return self.cross_rows(h, cross_keys, cross_values, cross_mask, training, grid.to_heads, grid.from_heads)
-
-        rows, _ = self.residual(rows, self.self_attention_norm, attend, training)
-        rows, _ = self.residual(rows, self.cross_attention_norm, attend_cross, training)
-        return self.feed_forward(rows, training)
-
-    def cross_rows(self, h, cross_keys, cross_values, cross_mask, training, to_heads, from_heads):
-        """Cross-attention of rows ``h [N, D]``: the queries projected on the rows and mapped heads
-        first by ``to_heads`` (a grid's, or one position's in a decoding step), ``W^O`` on the rows
-        ``from_heads`` gives back."""
-        queries, = self.cross_attention.project(h, ("query",), to_heads=to_heads)  # [B, H, Tq, d_k]
-        return self.cross_attention.attend_heads(queries, cross_keys, cross_values, cross_mask, training=training,
-                                                 heads_first=True, queries_first=True, from_heads=from_heads)
-
-    def step(self, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
-        """One position ``x [B, D]`` at index ``step [B]``; the caches (keys and values ``[B, H, L, d]``)
-        get its keys/values. Rows, not ``[B, 1, D]``: every projection is one plain matmul (on a
-        length-1 axis the einsum layers ran batched matmuls, the dense layers a tensordot)."""
-        new_caches = []
-
-        def attend(h):
-            # Rows decode in lockstep (greedy, beam search), and rotary takes one scalar start.
-            queries, keys, values = [ops.expand_dims(part, 1) for part in self.self_attention.project(h)]
-            if self.rope is not None:
-                start = ops.max(step)
-                queries, keys = self.rope(queries, start_index=start), self.rope(keys, start_index=start)
-            keys, values, mask = self.self_attention.write_cache(cache_keys, cache_values, keys, values, step)
-            new_caches.extend([keys, values])
-            return self.self_attention.attend_heads(queries, keys, values, mask, training=training, heads_first=True,
-                                                    from_heads=_one_position_from_heads)
-
-        def attend_cross(h):
-            return self.cross_rows(h, cross_keys, cross_values, cross_mask, training, _one_position_to_heads,
-                                   _one_position_from_heads)
-
-        x, _ = self.residual(x, self.self_attention_norm, attend, training)
         x, cross_weights = self.residual(x, self.cross_attention_norm, attend_cross, training)
-        return self.feed_forward(x, training), new_caches[0], new_caches[1], cross_weights
-
-
-class _RealRows:
-    """The real (non-padding) positions of a ``[B, T]`` batch of token ids, private to the Transformer:
-    ``to_rows`` gathers them from ``[B, T, ...]`` into rows ``[N, ...]``, ``to_grid`` scatters rows back,
-    with zeros at padding. Rows without a batch axis make every position-wise ``Dense`` one plain
-    matmul (on ``[1, N, D]`` Keras takes the tensordot path: transposes, reshapes and shape ops).
-
-    Attention takes its operands heads first: ``to_heads`` gathers the rows' joined projections
-    straight into ``[parts, B, H, T, d]`` and ``from_heads`` gathers the rows back out of the heads
-    ``[B, H, T, d]``, each one gather of ``d``-wide slices forward and one backward, where a scatter to
-    the grid and a transpose (and their gradients) moved every value twice. A padding slot of
-    ``to_heads`` holds a copy of the first row, not zeros: every reader masks it (a padding key) or
-    drops it (a padding query's output never reaches a row), so its gradient is exactly zero and
-    the backward pass gathers the real slots only. An all-padding batch keeps its first position
-    as a row (read by nobody), so there is always a row to copy."""
-
-    def __init__(self, tokens):
-        shape = ops.shape(tokens)
-        self.batch, self.length = shape[0], shape[1]
-        real = ops.reshape(ops.not_equal(tokens, PAD_ID), (-1,))
-        first = ops.equal(ops.arange(ops.shape(real)[0]), 0)
-        real = ops.logical_or(real, ops.logical_and(first, ops.logical_not(ops.any(real))))
-        self.index = ops.nonzero(real)[0]  # [N] flat positions
-        self._heads = {}
-
-    def to_rows(self, x):
-        flat = ops.reshape(x, (self.batch * self.length, *x.shape[2:]))
-        return ops.take(flat, self.index, axis=0)
-
-    def to_grid(self, rows):
-        grid = ops.scatter(ops.expand_dims(self.index, 1), rows, (self.batch * self.length, *rows.shape[1:]))
-        return ops.reshape(grid, (self.batch, self.length, *rows.shape[1:]))
-
-    def _slots(self, parts, heads):
-        """Gather indices between rows of ``[N, parts, H]`` slices and slots of ``[parts, B, H, T]``:
-        ``(into_heads [parts B H T], into_rows [N parts H])``, made once per layout."""
-        if (parts, heads) not in self._heads:
-            index = ops.cast(self.index, "int32")
-            rows = ops.shape(index)[0]
-            size = self.batch * self.length
-            row_of = ops.scatter(ops.expand_dims(index, 1), ops.arange(rows, dtype="int32"), (size,))  # padding: 0
-            b, t = index // self.length, index % self.length
-            part = ops.arange(parts, dtype="int32")
-            head = ops.arange(heads, dtype="int32")
-            grid_row = ops.reshape(row_of, (1, self.batch, 1, self.length))
-            into_heads = (grid_row * parts + ops.reshape(part, (parts, 1, 1, 1))) * heads + ops.reshape(
-                head, (1, 1, heads, 1))
-            into_rows = ((ops.reshape(part, (1, parts, 1)) * self.batch + ops.reshape(b, (-1, 1, 1))) * heads
-                         + ops.reshape(head, (1, 1, heads))) * self.length + ops.reshape(t, (-1, 1, 1))
-            self._heads[(parts, heads)] = (ops.reshape(into_heads, (-1,)), ops.reshape(into_rows, (-1,)))
-        return self._heads[(parts, heads)]
-
-    def to_heads(self, joined, parts, heads):
-        """Rows of joined projections ``[N, parts H d]`` -> ``[parts, B, H, T, d]`` (``MultiHeadAttention.project``'s
-        ``to_heads``)."""
-        into_heads, into_rows = self._slots(parts, heads)
-        width = joined.shape[-1] // (parts * heads)
-        batch, length = self.batch, self.length
-
-        @ops.custom_gradient
-        def gather(joined):
-            def grad(*args, upstream=None):
-                upstream = args[0] if upstream is None else upstream
-                return ops.reshape(ops.take(ops.reshape(upstream, (-1, width)), into_rows, axis=0),
-                                   (-1, parts * heads * width))
-
-            out = ops.take(ops.reshape(joined, (-1, width)), into_heads, axis=0)
-            return ops.reshape(out, (parts, batch, heads, length, width)), grad
-
-        return gather(joined)
-
-    def from_heads(self, heads):
-        """Heads ``[B, H, T, d]`` -> rows ``[N, H, d]`` (``MultiHeadAttention.attend_heads``' ``from_heads``);
-        the gradient is zero at padding."""
-        count, width = heads.shape[1], heads.shape[-1]
-        _, into_rows = self._slots(1, count)
-        slots = self.batch * count * self.length
-
-        @ops.custom_gradient
-        def gather(heads):
-            def grad(*args, upstream=None):
-                upstream = args[0] if upstream is None else upstream
-                flat = ops.scatter(ops.expand_dims(into_rows, 1), ops.reshape(upstream, (-1, width)), (slots, width))
-                return ops.reshape(flat, ops.shape(heads))
-
-            return ops.reshape(ops.take(ops.reshape(heads, (-1, width)), into_rows, axis=0), (-1, count, width)), grad
-
-        return gather(heads)
+        return self.feed_forward(x, training), self_weights, cross_weights, new_cache[0] if new_cache else None
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -320,7 +157,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
     sit in a cache preallocated by ``initial_state(memory, max_length)``, keys and values
     ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
     the cross-attention keys/values of the source are computed once in ``encode``; both are
-    kept heads first, in the layouts the two products take, so a step transposes neither.
+    kept heads first, in the layouts the two products take, so a step transposes neither. Each
+    encoder and decoder layer has one forward path, its ``call``: a decoding step is the same
+    ``call`` on one position with the layer's cache (``MultiHeadAttention``'s ``cache`` and
+    ``cache_update_index``, as keras-hub's ``CachedMultiHeadAttention``).
     ``attention_maps((source, target_in))`` gives every layer's per-head weights for plots.
 
     Target padding is not masked in decoder self-attention: padding comes after the real
@@ -476,40 +316,34 @@ class TransformerSeq2Seq(Seq2SeqModel):
             x = self.encoder_norm(x)
         return x, mask, maps
 
-    def _encode_rows(self, source, training=None):
-        """What the training step's decoder reads of ``encode``'s memory (its mask and each decoder
-        layer's cross keys/values), with the position-wise work on the real source positions only:
-        the cross keys and values are projected from the encoder's rows and gathered heads first
-        (``_RealRows.to_heads``; padding slots are masked), never written out as a grid."""
-        mask = ops.not_equal(source, PAD_ID)
-        grid = _RealRows(source)
-        rows = grid.to_rows(self._embed(self.source_embedding, self.source_positions, source, training=training))
-        attention_mask = ops.expand_dims(mask, 1)  # [B, 1, Ts]: keys only
-        for layer in self.encoder_layers:
-            rows = layer.call_rows(rows, grid, attention_mask, training=training)
-        if self.norm_first:
-            rows = self.encoder_norm(rows)
-        return self._memory(rows, mask, grid)
+    def _memory(self, memory, mask):
+        """The decoder's memory: the encoder output, its mask, and each decoder layer's cross-attention
+        cache ``(K W^K, V W^V)`` of it, heads first ``[B, H, Ts, d_k]``, computed once per source."""
+        cross = [layer.cross_attention.prepare(memory) for layer in self.decoder_layers]
+        return {"memory": memory, "memory_mask": mask, "cross_keys": tuple(k for k, _ in cross),
+                "cross_values": tuple(v for _, v in cross)}
 
-    def _memory(self, memory, mask, grid=None):
-        """The decoder's memory: the encoder output, its mask and each decoder layer's cross keys/values;
-        from the encoder's rows of ``grid`` (the training step's), the mask and the cross keys/values only."""
-        cross = [layer.cross_keys_values(memory, grid) for layer in self.decoder_layers]
-        out = {"memory_mask": mask, "cross_keys": tuple(k for k, _ in cross), "cross_values": tuple(v for _, v in cross)}
-        return out if grid is not None else {"memory": memory, **out}
-
-    def _decode_all(self, memory, target_in, training=None):
-        """``(y [B, Tt, D], self maps, cross maps)``: the last decoder layer's output, before ``_logits``."""
-        y = self._embed(self.target_embedding, self.target_positions, target_in, training=training)
-        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
-        self_maps, cross_maps = [], []
-        for layer, keys, values in zip(self.decoder_layers, memory["cross_keys"], memory["cross_values"]):
-            y, self_weights, cross_weights = layer(y, keys, values, cross_mask, training=training)
+    def _decode(self, memory, target_in, caches=None, step=None, training=None):
+        """The decoder stack on ``target_in [B, T]``: ``(y [B, T, D] (before ``_logits``), self maps,
+        cross maps, caches)``. All positions at once (``caches`` None, causal), or with each layer's
+        self-attention cache ``(keys, values)`` the positions from ``step [B]`` on (rows decode in
+        lockstep: the cache is written at one index for all)."""
+        start = 0 if step is None else step
+        y = self._embed(self.target_embedding, self.target_positions, target_in, start_index=start, training=training)
+        cross_mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]: keys only
+        index = None if step is None else ops.max(step)
+        self_maps, cross_maps, new_caches = [], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            y, self_weights, cross_weights, cache = layer(
+                y, (memory["cross_keys"][i], memory["cross_values"][i]), cross_mask,
+                cache=None if caches is None else caches[i], cache_update_index=index, training=training)
             self_maps.append(self_weights)
             cross_maps.append(cross_weights)
-        return y, self_maps, cross_maps
+            new_caches.append(cache)
+        return y, self_maps, cross_maps, new_caches
 
     # -- the decoder interface ------------------------------------------------------------------
+    @kernels.replaceable
     def encode(self, source, training=None):
         memory, mask, _ = self._encode(source, training=training)
         return self._memory(memory, mask)
@@ -535,43 +369,39 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """``y W_o + b`` (after the final LayerNorm with ``norm_first``), position by position."""
         return self._logits(features)
 
+    @kernels.replaceable
     def decode_features(self, token, state, memory, training=None):
-        """The last decoder layer's output ``[B, D]`` at one position, before ``output_logits``."""
+        """The last decoder layer's output ``[B, D]`` at one position, before ``output_logits``: the
+        decoder stack on ``token [B]`` at position ``t`` with the caches of ``state``."""
         step, caches = state[0], state[1:]
-        y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
-                        start_index=step, training=training)  # [B, 1, D]
-        y = ops.squeeze(y, 1)  # rows [B, D] through the layers (``_DecoderLayer.step``)
-        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
-        new_caches = []
-        for index, layer in enumerate(self.decoder_layers):
-            y, keys, values, cross_weights = layer.step(
-                y, step, caches[2 * index], caches[2 * index + 1], memory["cross_keys"][index],
-                memory["cross_values"][index], cross_mask, training=training)
-            new_caches.extend([keys, values])
-        return y, (step + 1, *new_caches), attention_row(cross_weights)
+        pairs = [(caches[2 * i], caches[2 * i + 1]) for i in range(self.num_layers)]
+        y, _, cross_maps, new_caches = self._decode(memory, ops.expand_dims(token, 1), caches=pairs, step=step,
+                                                    training=training)
+        new_state = (step + 1, *[part for cache in new_caches for part in cache])
+        return ops.squeeze(y, 1), new_state, attention_row(cross_maps[-1])
 
     def teacher_forced_features(self, source, target_in, training=None):
         """All target positions in parallel; attention is the last layer's cross-attention, head mean."""
         self.ensure_built()
         memory = self.encode(source, training=training)
-        features, _, cross_maps = self._decode_all(memory, target_in, training=training)
+        features, _, cross_maps, _ = self._decode(memory, target_in, training=training)
         return features, ops.cast(ops.mean(cross_maps[-1], axis=1), "float32")
 
     def call(self, inputs, training=None, return_features=False):
-        """Teacher-forced logits; with ``return_features`` (the training step's) the last decoder
-        layer's output at the real target positions (``target_in != 0``; the data pad ``target_in``
-        and ``target_out`` alike) and 0 at padding: the decoder's position-wise work skips padding."""
+        """Teacher-forced logits; with ``return_features`` (the training step's) ``training_features``."""
         if not return_features:
             return super().call(inputs, training=training)
         source, target_in = inputs
-        self.ensure_built()
-        memory = self._encode_rows(source, training=training)
-        grid = _RealRows(target_in)
-        rows = grid.to_rows(self._embed(self.target_embedding, self.target_positions, target_in, training=training))
-        cross_mask = ops.expand_dims(memory["memory_mask"], 1)
-        for layer, keys, values in zip(self.decoder_layers, memory["cross_keys"], memory["cross_values"]):
-            rows = layer.call_rows(rows, grid, keys, values, cross_mask, training=training)
-        return grid.to_grid(rows)
+        return self.training_features(source, target_in, training=training)
+
+    @kernels.replaceable
+    def training_features(self, source, target_in, training=None):
+        """The last decoder layer's output at the real target positions (``target_in != 0``; the data
+        pad ``target_in`` and ``target_out`` alike) and 0 at padding: what the training step's loss
+        reads (``teacher_forced_features`` with the padding zeroed)."""
+        features, _ = self.teacher_forced_features(source, target_in, training=training)
+        real = ops.cast(ops.expand_dims(ops.not_equal(target_in, PAD_ID), -1), features.dtype)
+        return features * real
 
     def attention_maps(self, inputs):
         """Per-layer, per-head attention weights of teacher-forced decoding, for plots.
@@ -582,7 +412,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         source, target_in = inputs
         self.ensure_built()
         memory, mask, encoder_maps = self._encode(source, training=False)
-        _, self_maps, cross_maps = self._decode_all(self._memory(memory, mask), target_in, training=False)
+        _, self_maps, cross_maps, _ = self._decode(self._memory(memory, mask), target_in, training=False)
         return {"encoder": encoder_maps, "self": self_maps, "cross": cross_maps}
 
     def get_config(self):
