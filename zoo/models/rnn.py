@@ -9,16 +9,14 @@ to the decoder). Every layer gets the model's ``dtype_policy``.
 ``setup_rnn_encoder_decoder`` makes all the layers at once (``luong``, ``seq2seq``); a model
 whose older ``.keras`` files and seeded initial weights depend on another creation order
 (``bahdanau``) calls its steps (``set_rnn_arguments``, ``make_embeddings``, ``make_rnn``,
-``make_cell``) in its own order. Backend-neutral (``keras.ops``), except ``run_layer``'s fast path
-on TensorFlow (``_projected_rnn``): whole-sequence GRU/LSTM layers with every step's input product
-in one matmul before the time loop and the loop's gradient written out, the same numbers as the
-Keras layer up to rounding.
+``make_cell``) in its own order. Backend-neutral (``keras.ops``): every RNN runs on Keras' own
+``GRU``/``LSTM`` layers and cells (``run_layer``, ``step_cells``).
 """
 
 import keras
 from keras import ops
 
-from zoo.attention.base_attention import move_axes
+from zoo import kernels
 from zoo.checks import boolean, choice, enforce, positive_int
 from zoo.models.common import rate
 from zoo.tokens import PAD_ID
@@ -124,223 +122,40 @@ def source_mask(source):
     return ops.not_equal(source, PAD_ID)
 
 
-def _plain_cell(layer, training):
-    """True when ``layer`` (a ``GRU``/``LSTM`` layer) runs as ``_projected_rnn`` runs it: default
-    activations, the GRU's reset gate after the product, no dropout in training, not stateful,
-    returning sequences and states, and no GPU (there Keras' cuDNN kernel is faster than any loop).
-    ``run_layer`` also wants each part's direction as ``Bidirectional`` makes it."""
-    if not isinstance(layer, (keras.layers.GRU, keras.layers.LSTM)) or layer.stateful or layer.unroll:
-        return False
-    if not (layer.return_sequences and layer.return_state):  # the [outputs, *states] of every caller
-        return False
-    cell = layer.cell
-    if isinstance(layer, keras.layers.GRU) and not cell.reset_after:
-        return False
-    if cell.activation is not keras.activations.tanh or cell.recurrent_activation is not keras.activations.sigmoid:
-        return False
-    if training and (cell.dropout or cell.recurrent_dropout):
-        return False
-    return keras.backend.backend() == "tensorflow" and not keras.distribution.list_devices("gpu")
+@kernels.replaceable
+def run_layer(layer, inputs, mask=None, initial_state=None, training=None):
+    """``[outputs, *states]`` of a ``GRU``/``LSTM`` layer, or a ``Bidirectional`` one, over
+    ``inputs [B, T, D]``: the layer's own call, ``layer(inputs, mask=mask, initial_state=...,
+    training=training)``, which steps its cell over time.
 
+    Keras' cells, gates in Keras' order (``x_t`` the input, ``h_{t-1}`` the previous state,
+    ``sigma`` the logistic sigmoid, ``*`` element-wise)::
 
-def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=False):
-    """``layer``'s numbers over ``inputs [B, T, D]`` (up to rounding), with the input products of
-    every step in one matmul before the time loop.
+        GRU (Cho et al. 2014, eq. 5-8; Keras' default ``reset_after``, the reset gate applied
+        after the recurrent product, as cuDNN does):
+            z_t  = sigma(W_z x_t + U_z h_{t-1} + b_z)                        update gate
+            r_t  = sigma(W_r x_t + U_r h_{t-1} + b_r)                        reset gate
+            h~_t = tanh(W_h x_t + b_h + r_t * (U_h h_{t-1} + b'_h))          candidate
+            h_t  = z_t * h_{t-1} + (1 - z_t) * h~_t
+        LSTM (Hochreiter and Schmidhuber 1997, with the forget gate of Gers et al. 2000):
+            i_t, f_t, o_t = sigma(W_{i,f,o} x_t + U_{i,f,o} h_{t-1} + b_{i,f,o})
+            g_t  = tanh(W_g x_t + U_g h_{t-1} + b_g)
+            c_t  = f_t * c_{t-1} + i_t * g_t,    h_t = o_t * tanh(c_t)
 
-    Keras' layer multiplies each step's input by the input kernel inside its loop, so the
-    gradient of that kernel is a product per step, summed across steps; here it is one product
-    over all steps. Padding comes after the real tokens (``lengths [B]`` real steps per row): the
-    loop needs no mask, each row's final state is read at its last real step, and ``reverse`` (a
-    bidirectional layer's backward half) reverses each row within its length, runs forwards and
-    reverses the outputs back. Outputs at padded steps are zero. Returns ``[outputs, *states]``.
-    The time loop's gradient is written out (``_gru_sequences``, ``_lstm_sequences``).
+    ``mask [B, T]`` (True at real steps) makes a padded step keep the state; padding comes after
+    the real tokens, so each row's final state is the one after its last real token, and a
+    ``Bidirectional`` layer's backward half starts there. What a layer returns at padded steps
+    is not used by any caller (Keras repeats the last real output; a bidirectional layer has
+    zeros). ``initial_state``: the list of start states (``[h]`` or ``[h, c]``), zeros if None.
+
+    References:
+        Cho et al. Learning Phrase Representations using RNN Encoder-Decoder for Statistical
+        Machine Translation. EMNLP 2014, sec. 2.3. https://arxiv.org/abs/1406.1078
+        Hochreiter, Schmidhuber. Long Short-Term Memory. Neural Computation 1997.
+        Gers, Schmidhuber, Cummins. Learning to Forget: Continual Prediction with LSTM. 2000.
     """
-    import tensorflow as tf  # _plain_cell: TensorFlow only
-
-    cell = layer.cell
-    units, lstm = cell.units, isinstance(layer, keras.layers.LSTM)
-    dtype = cell.compute_dtype  # the weights as the layer's call sees them (autocast under mixed precision)
-    kernel, recurrent_kernel = ops.cast(cell.kernel, dtype), ops.cast(cell.recurrent_kernel, dtype)
-    inputs = ops.cast(inputs, dtype)
-    if reverse:  # not reverse_padded (a take_along_axis): with its gradient, small luong's step 7.9 -> 10.3 ms
-        inputs = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)
-    projected = ops.matmul(inputs, kernel)  # [B, T, gates * units]: every step at once
-    recurrent_bias = None
-    if cell.use_bias:
-        bias = ops.cast(cell.bias, dtype)
-        if not lstm:  # GRU, reset after: an input bias and a recurrent bias
-            bias, recurrent_bias = bias[0], bias[1]
-        projected = projected + bias
-    zeros = ops.zeros((ops.shape(inputs)[0], units), dtype)
-    states = [ops.cast(s, dtype) for s in initial_state] if initial_state is not None else (
-        [zeros, zeros] if lstm else [zeros])
-
-    projected = move_axes(projected, (1, 0, 2), own_kernel=True)  # time-major, as the time loop reads it
-    if lstm:
-        sequences = _lstm_sequences(projected, *states, recurrent_kernel)
-    else:
-        if recurrent_bias is None:
-            recurrent_bias = tf.zeros((3 * units,), dtype)
-        sequences = _gru_sequences(projected, states[0], recurrent_kernel, recurrent_bias)
-    outputs = move_axes(sequences[0], (1, 0, 2), own_kernel=True)  # [B, T, units]
-    if lengths is None:
-        return [outputs, *(seq[-1] for seq in sequences)]
-    rows = tf.range(tf.shape(lengths)[0], dtype=lengths.dtype)
-    last = tf.stack([tf.maximum(lengths - 1, 0), rows], axis=1)  # (step, row) of each row's last real step
-    empty = tf.equal(lengths, 0)[:, None]
-    finals = [tf.where(empty, start, tf.gather_nd(seq, last)) for seq, start in zip(sequences, states)]
-    outputs = outputs * tf.sequence_mask(lengths, tf.shape(inputs)[1], dtype)[:, :, None]
-    return [tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0) if reverse else outputs, *finals]
-
-
-# The two time loops of ``_projected_rnn``, each with its gradient written out (``tf.custom_gradient``).
-# Differentiating the loop itself, TensorFlow keeps every intermediate of every step and adds up the
-# recurrent kernel's gradient step by step; here the forward loop keeps the gates (by reference: a
-# ``TensorArray`` write copies nothing), the backward loop reads them and runs the gates' derivatives
-# (``SigmoidGrad``, ``TanhGrad``), and the recurrent kernel's gradient is one product over all steps
-# after it. Inputs time-major: ``projected [T, B, G]`` (every step's input product and input bias),
-# states ``[B, units]``. Returns the sequence of each state, ``[T, B, units]``. Gates in Keras'
-# order: GRU z, r, h; LSTM i, f, c, o (no slice's gradient to pay for: the backward loop is ours).
-
-def _loop(body, steps, carry, backwards=False):
-    """``tf.while_loop`` over ``steps`` time steps (from the last when ``backwards``): ``body(t, *carry)``."""
-    import tensorflow as tf
-
-    first = steps - 1 if backwards else 0
-    done = (lambda t, *_: t >= 0) if backwards else (lambda t, *_: t < steps)
-    out = tf.while_loop(done, lambda t, *c: (t + (-1 if backwards else 1), *body(t, *c)), (first, *carry),
-                        maximum_iterations=steps)
-    return out[1:]
-
-
-def _arrays(count, dtype, steps, element_shape=None):
-    """``count`` ``TensorArray``s of ``steps`` elements, read more than once (eager ones clear a read element)."""
-    import tensorflow as tf
-
-    return tuple(tf.TensorArray(dtype, size=steps, element_shape=element_shape, clear_after_read=False)
-                 for _ in range(count))
-
-
-def _gru_sequences(projected, h0, kernel, bias):
-    """A GRU (Keras' ``reset_after``: ``h~ = tanh(x_h + r (h W_h + b_h))``, ``h' = z h + (1 - z) h~``)."""
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def gru(projected, h0, kernel, bias):
-        steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
-        inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
-
-        def step(t, hs, gates, candidates, inners, previous, h):
-            x_zr, x_h = tf.split(inputs.read(t), [2 * units, units], axis=-1)
-            inner_zr, inner_h = tf.split(tf.nn.bias_add(tf.matmul(h, kernel), bias), [2 * units, units], axis=-1)
-            zr = tf.sigmoid(x_zr + inner_zr)
-            r = zr[:, units:]
-            candidate = tf.tanh(x_h + r * inner_h)
-            new = candidate + zr[:, :units] * (h - candidate)
-            return (hs.write(t, new), gates.write(t, zr), candidates.write(t, candidate), inners.write(t, inner_h),
-                    previous.write(t, h), new)
-
-        hs, gates, candidates, inners, previous, _ = _loop(
-            step, steps, (*_arrays(1, dtype, steps, h0.shape), *_arrays(4, dtype, steps), h0))
-
-        def grad(d_hs):
-            d_outputs = tf.TensorArray(dtype, size=steps).unstack(d_hs)
-
-            def back(t, d_inners, d_candidates, dh):
-                dh = dh + d_outputs.read(t)
-                z, r = tf.split(gates.read(t), 2, axis=-1)
-                candidate = candidates.read(t)
-                dh_z = dh * z
-                d_candidate = tf.raw_ops.TanhGrad(y=candidate, dy=dh - dh_z)  # before the tanh
-                d_zr = tf.concat([tf.raw_ops.SigmoidGrad(y=z, dy=dh * (previous.read(t) - candidate)),
-                                  tf.raw_ops.SigmoidGrad(y=r, dy=d_candidate * inners.read(t))], axis=-1)
-                d_inner = tf.concat([d_zr, d_candidate * r], axis=-1)
-                return (d_inners.write(t, d_inner), d_candidates.write(t, d_candidate),
-                        dh_z + tf.matmul(d_inner, kernel, transpose_b=True))
-
-            d_inners, d_candidates, dh0 = _loop(back, steps, (*_arrays(2, dtype, steps), tf.zeros_like(h0)),
-                                                backwards=True)
-            d_inners = d_inners.stack()  # [T, B, 3 units]
-            d_projected = tf.concat([d_inners[..., :2 * units], d_candidates.stack()], axis=-1)
-            d_kernel = tf.matmul(tf.reshape(previous.stack(), (-1, units)), tf.reshape(d_inners, (-1, 3 * units)),
-                                 transpose_a=True)
-            return d_projected, dh0, d_kernel, tf.reduce_sum(d_inners, axis=(0, 1))
-
-        return hs.stack(), grad
-
-    return [gru(projected, h0, kernel, bias)]
-
-
-def _lstm_sequences(projected, h0, c0, kernel):
-    """An LSTM (``c' = f c + i tanh(g)``, ``h' = o tanh(c')``): the sequences of ``h`` and ``c``."""
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def lstm(projected, h0, c0, kernel):
-        steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
-        inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
-
-        def step(t, hs, cs, sigmoids, gs, tanh_cs, previous_h, previous_c, h, c):
-            gates = inputs.read(t) + tf.matmul(h, kernel)
-            sigmoid = tf.sigmoid(gates)  # i, f and o (and a sigmoid of g, unused)
-            i, f, _, o = tf.split(sigmoid, 4, axis=-1)
-            g = tf.tanh(gates[:, 2 * units:3 * units])
-            c_new = f * c + i * g
-            tanh_c = tf.tanh(c_new)
-            h_new = o * tanh_c
-            return (hs.write(t, h_new), cs.write(t, c_new), sigmoids.write(t, sigmoid), gs.write(t, g),
-                    tanh_cs.write(t, tanh_c), previous_h.write(t, h), previous_c.write(t, c), h_new, c_new)
-
-        hs, cs, sigmoids, gs, tanh_cs, previous_h, previous_c, _, _ = _loop(
-            step, steps, (*_arrays(2, dtype, steps, h0.shape), *_arrays(5, dtype, steps), h0, c0))
-
-        def grad(d_hs, d_cs):
-            d_h_outputs = tf.TensorArray(dtype, size=steps).unstack(d_hs)
-            d_c_outputs = tf.TensorArray(dtype, size=steps).unstack(d_cs)
-
-            def back(t, d_gates, dh, dc):
-                dh = dh + d_h_outputs.read(t)
-                i, f, _, o = tf.split(sigmoids.read(t), 4, axis=-1)
-                g, tanh_c = gs.read(t), tanh_cs.read(t)
-                dc = dc + d_c_outputs.read(t) + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh * o)
-                d = tf.concat([tf.raw_ops.SigmoidGrad(y=i, dy=dc * g),
-                               tf.raw_ops.SigmoidGrad(y=f, dy=dc * previous_c.read(t)),
-                               tf.raw_ops.TanhGrad(y=g, dy=dc * i), tf.raw_ops.SigmoidGrad(y=o, dy=dh * tanh_c)],
-                              axis=-1)
-                return d_gates.write(t, d), tf.matmul(d, kernel, transpose_b=True), dc * f
-
-            d_gates, dh0, dc0 = _loop(back, steps, (*_arrays(1, dtype, steps), tf.zeros_like(h0), tf.zeros_like(c0)),
-                                      backwards=True)
-            d_gates = d_gates.stack()  # [T, B, 4 units]: the gradient of ``projected`` too
-            d_kernel = tf.matmul(tf.reshape(previous_h.stack(), (-1, units)), tf.reshape(d_gates, (-1, 4 * units)),
-                                 transpose_a=True)
-            return d_gates, dh0, dc0, d_kernel
-
-        return (hs.stack(), cs.stack()), grad
-
-    return list(lstm(projected, h0, c0, kernel))
-
-
-def run_layer(layer, inputs, mask=None, initial_state=None, training=None, fast=True):
-    """``layer(inputs, mask=mask, initial_state=initial_state, training=training)`` for a
-    ``GRU``/``LSTM`` layer or a ``Bidirectional`` one: ``[outputs, *states]``. With ``fast`` and
-    plain cells, by ``_projected_rnn`` (``mask`` must then be True on a prefix of each row: right
-    padding); otherwise by the layer. Outputs at masked steps are zero either way in a
-    bidirectional layer; a plain layer's are, in Keras, the last real output. No caller reads them."""
-    bidirectional = isinstance(layer, keras.layers.Bidirectional)
-    parts = (layer.forward_layer, layer.backward_layer) if bidirectional else (layer,)
-    directions = (False, True) if bidirectional else (False,)  # go_backwards of each part
-    if not (fast and all(_plain_cell(part, training) and part.go_backwards == backwards
-                         for part, backwards in zip(parts, directions))
-            and (not bidirectional or (layer.merge_mode == "concat" and initial_state is None))):
-        kwargs = {} if initial_state is None else {"initial_state": initial_state}
-        return list(layer(inputs, mask=mask, training=training, **kwargs))
-    lengths = None if mask is None else ops.sum(ops.cast(mask, "int32"), axis=1)  # right padding: the real steps
-    if not bidirectional:
-        return _projected_rnn(layer, inputs, lengths, initial_state)
-    forward = _projected_rnn(parts[0], inputs, lengths)
-    backward = _projected_rnn(parts[1], inputs, lengths, reverse=True)
-    return [ops.concatenate([forward[0], backward[0]], axis=-1), *forward[1:], *backward[1:]]
+    kwargs = {} if initial_state is None else {"initial_state": initial_state}
+    return list(layer(inputs, mask=mask, training=training, **kwargs))
 
 
 def run_encoder(layers, inputs, mask, bidirectional, dropout_layer, training=None):

@@ -1,0 +1,147 @@
+"""``zoo.fast.rnn``: ``rnn.run_layer``'s fast path (one input product, the time loop's gradient
+written out) equals the reference (Keras' layer): the same outputs at real steps, final states and
+gradients, for GRU and LSTM, one and both directions, padded rows (length 0 included), initial
+states, in eager, graph and XLA; and the cases that must fall back to the reference."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from zoo import kernels
+from zoo.fast import rnn as fast_rnn
+from zoo.models import rnn
+
+LENGTHS = np.array([6, 3, 1, 0])
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(len(LENGTHS), 6, 5)).astype("float32")
+    mask = np.arange(6)[None] < LENGTHS[:, None]
+    return rng, x, mask
+
+
+def _close(want, got, mask=None):
+    want, got = np.asarray(want), np.asarray(got)
+    if mask is not None:  # outputs: compared where the step is real (Keras repeats the last one after)
+        want, got = want * mask[:, :, None], got * mask[:, :, None]
+    np.testing.assert_allclose(got, want, atol=2e-6, rtol=1e-5)
+
+
+def _run(mode, layer, x, **kwargs):
+    with kernels.using(mode):
+        return rnn.run_layer(layer, x, **kwargs)
+
+
+def test_the_fast_path_is_registered_with_a_custom_gradient():
+    with kernels.using("fast"):
+        assert kernels.replacement(rnn.run_layer.key) is fast_rnn.run_layer
+        with kernels.exporting():  # a SavedModel is traced on Keras' layer
+            assert kernels.replacement(rnn.run_layer.key) is None
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_fast_equals_reference_with_masks(cell, bidirectional):
+    keras.utils.set_random_seed(1)
+    _, x, mask = _inputs()
+    layer = rnn.make_rnn(cell, 7, "encoder", bidirectional)
+    assert all(fast_rnn._plain_cell(part, True) for part in (
+        (layer.forward_layer, layer.backward_layer) if bidirectional else (layer,)))
+    want, got = _run("reference", layer, x, mask=mask), _run("fast", layer, x, mask=mask)
+    assert len(got) == len(want) == 1 + (2 if bidirectional else 1) * rnn.states_per_layer(cell)
+    _close(want[0], got[0], mask)
+    assert np.all(np.asarray(got[0])[~mask] == 0)  # padded steps: zero
+    for want_state, got_state in zip(want[1:], got[1:]):
+        _close(want_state, got_state)  # the length-0 row keeps its (zero) initial state
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("used, masked", [("all", False), ("outputs", False), ("states", False), ("all", True)],
+                         ids=["all", "outputs", "states", "all-padded"])
+def test_fast_equals_reference_with_initial_state_and_gradients(cell, graph, used, masked):
+    """The loop's written-out gradient (``_gru_sequences``, ``_lstm_sequences``) against Keras' layer
+    differentiated by TensorFlow, from given initial states, with the loss on every result or only on
+    some (the others' gradients then reach the loop as None)."""
+    keras.utils.set_random_seed(2)
+    rng, x, mask = _inputs(3)
+    layer = rnn.make_rnn(cell, 7, "decoder")
+    initial = [tf.constant(rng.normal(size=(len(LENGTHS), 7)).astype("float32"))
+               for _ in range(rnn.states_per_layer(cell))]
+    x = tf.constant(x)
+    pick = {"all": slice(None), "outputs": slice(0, 1), "states": slice(1, None)}[used]
+    kept = tf.constant(mask[:, :, None] if masked else np.ones((len(LENGTHS), 6, 1), bool), tf.float32)
+
+    def loss_and_grads(mode):
+        with tf.GradientTape() as tape:
+            tape.watch([x, *initial])
+            outputs = _run(mode, layer, x, mask=mask if masked else None, initial_state=initial, training=True)
+            outputs = [outputs[0] * kept, *outputs[1:]]  # the real steps' outputs
+            loss = sum(ops.sum(ops.sin(out)) for out in outputs[pick])
+        return outputs, tape.gradient(loss, [x, *initial, *layer.trainable_weights])
+
+    run = tf.function(loss_and_grads) if graph else loss_and_grads
+    (want, want_grads), (got, got_grads) = run("reference"), run("fast")
+    for a, b in zip(want + want_grads, got + got_grads):
+        _close(a, b)
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+def test_fast_gradients_equal_reference_under_mixed_bfloat16(cell):
+    """Under ``mixed_bfloat16`` the loop runs in bfloat16, its gradient too: the reference's numbers up to bfloat16's rounding."""
+    _, x, mask = _inputs(5)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(4)
+        layer = rnn.make_rnn(cell, 8, "encoder", bidirectional=True)
+        layer(x, mask=mask)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+    def grads(mode):
+        with tf.GradientTape() as tape:
+            outputs = _run(mode, layer, x, mask=mask)
+            loss = sum(ops.sum(ops.sin(ops.cast(out, "float32"))) for out in outputs)
+        return tape.gradient(loss, layer.trainable_weights)
+
+    for want, got in zip(grads("reference"), grads("fast")):
+        assert got.dtype == tf.float32  # the variables' gradients, in the variables' dtype
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+def test_fast_compiles_under_xla_with_the_reference_gradient(cell):
+    """``jit_compile=True`` runs (``fit`` turns it on with ``runtime.jit_compile``) and gives the layer's gradient."""
+    keras.utils.set_random_seed(3)
+    _, x, mask = _inputs(4)
+    layer = rnn.make_rnn(cell, 7, "encoder", bidirectional=True)
+    layer(x, mask=mask)
+
+    def grads(mode):
+        with tf.GradientTape() as tape:
+            outputs = _run(mode, layer, x, mask=mask)
+            loss = ops.sum(ops.square(outputs[0])) + sum(ops.sum(state) for state in outputs[1:])
+        return tape.gradient(loss, layer.trainable_weights)
+
+    for want, got in zip(grads("reference"), tf.function(lambda: grads("fast"), jit_compile=True)()):
+        _close(want, got)
+
+
+def test_layers_that_are_not_plain_run_the_reference():
+    dropout = keras.layers.GRU(4, dropout=0.5, return_sequences=True, return_state=True)
+    assert not fast_rnn._plain_cell(dropout, True) and fast_rnn._plain_cell(dropout, False)  # dropout in training
+    assert not fast_rnn._plain_cell(keras.layers.GRU(4, reset_after=False), False)
+    assert not fast_rnn._plain_cell(keras.layers.LSTM(4, activation="relu"), False)
+    assert not fast_rnn._plain_cell(keras.layers.SimpleRNN(4), False)
+    assert not fast_rnn._plain_cell(keras.layers.GRU(4, return_sequences=True), False)  # no states returned
+    _, x, mask = _inputs()
+    backwards = keras.layers.GRU(4, go_backwards=True, return_sequences=True, return_state=True)
+    summed = keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True, return_state=True),
+                                        merge_mode="sum")
+    for layer in (backwards, summed):  # go_backwards on a layer of its own; merge_mode sum
+        want = layer(x, mask=mask)
+        for a, b in zip(want, _run("fast", layer, x, mask=mask)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
