@@ -52,6 +52,8 @@ class LoopState:
     stopped: str = ""  # "", "early_stopping" or "max_minutes"
     steps_per_pass: Optional[int] = None  # steps in one pass over the training split, once known
     traces: int = 0
+    logged_through: int = 0  # epochs the run already holds in MLflow: a resume from an older checkpoint
+    #                          (the newest could not be read) trains them again without logging them twice
 
 
 @dataclasses.dataclass
@@ -232,10 +234,12 @@ def fit(model, optimizer, data, runtime, trainer, *, metric: str, val_metrics: C
     shapes = set()
     traces_before = state.traces
 
-    def save():
-        if runtime.is_chief and checkpoint_dir:
+    writer = checkpoints.Writer(checkpoint_dir, keep) if runtime.is_chief and checkpoint_dir else None
+
+    def save():  # a checkpoint that cannot be written is a warning; training goes on (checkpoint.Writer)
+        if writer is not None:
             state.traces = traces_before + counter["traces"]
-            checkpoints.save(checkpoint_dir, model, optimizer, dataclasses.asdict(state), best_weights, keep)
+            writer.save(model, optimizer, dataclasses.asdict(state), best_weights)
 
     def distributed(epoch, skip):
         def dataset_fn(context):
@@ -340,7 +344,7 @@ def fit(model, optimizer, data, runtime, trainer, *, metric: str, val_metrics: C
         state.epoch, state.step_in_epoch = epoch, 0
         state.loss_sum = state.rows = state.epoch_train_seconds = 0.0
         save()  # before the record goes to MLflow: a resume logs what the kill left unlogged
-        if runtime.is_chief:
+        if runtime.is_chief and epoch > state.logged_through:
             on_epoch(record, epoch)
         if verbose:  # the epoch's line, as fit's ProgbarLogger ends it
             if bar.target is None:

@@ -5,9 +5,11 @@ Runs before TensorFlow is imported: a refusal is one line and exit code 2, in a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
-from typing import Optional
+from pathlib import Path
+from typing import Any, List, Optional, Tuple
 
 from omegaconf import DictConfig
 
@@ -93,3 +95,64 @@ def check_config(run, cfg: DictConfig) -> None:
 
 def checkpoint_dir(run) -> Optional[str]:
     return run.data.tags.get(CHECKPOINT_TAG)
+
+
+@dataclasses.dataclass
+class Restored:
+    """The checkpoint a resume continues from, already restored into the model and optimizer."""
+
+    path: Path
+    state: dict  # the loop state (``zoo.training.fit.LoopState`` fields)
+    best_weights: Optional[List[Any]]
+    rng: dict  # Python's and NumPy's RNG states, applied by ``continue_from``
+
+
+def restore(run, checkpoint_root: str, model, optimizer, is_chief: bool = True) -> Optional[Restored]:
+    """Restores the newest checkpoint of ``run`` that can be read into ``model`` and ``optimizer``;
+    None when the run has none (it starts from epoch 1). Called before the run is opened again.
+
+    A newer checkpoint that cannot be read (cut short, corrupt, from another configuration) is named in
+    one line and set aside (``zoo.training.checkpoint.newest_readable``). When none can be read, raises
+    ``ConfigError`` (one line): the run keeps its status, and nothing is deleted."""
+    from zoo.training import checkpoint
+
+    directory = checkpoint_dir(run) or os.path.join(str(checkpoint_root), run.info.run_id)
+    try:
+        found = checkpoint.newest_readable(directory, model, optimizer, set_rng=False, set_aside=is_chief)
+    except checkpoint.Unreadable as error:
+        raise ConfigError(f"trainer.resume={run.info.run_id}: {error}. The run stays {run.info.status} and nothing "
+                          f"was deleted; start a new run (trainer.resume=null), or put a readable checkpoint "
+                          f"there.") from None
+    if found is None:
+        return None
+    path, state, best = found
+    return Restored(path=path, state=state, best_weights=best, rng=checkpoint.rng_state(path))
+
+
+def continue_from(restored: Optional[Restored], run_id: Optional[str], is_chief: bool = True) -> Tuple[Any, Any]:
+    """``(loop state, best weights)`` to continue ``restored`` in the reopened run ``run_id``, or
+    ``(None, None)`` without a checkpoint. Applies the checkpoint's RNG states, logs the epochs a kill
+    left unlogged, and marks the epochs the run already holds (a resume from an older checkpoint
+    trains them again without logging them twice)."""
+    if restored is None:
+        return None, None
+    from zoo.training import checkpoint, log
+    from zoo.training.fit import LoopState
+
+    checkpoint.set_rng_state(restored.rng)
+    state = LoopState(**restored.state)
+    print(f"Resuming from {restored.path} (epoch {state.epoch + 1}, step {state.global_step})", flush=True)
+    if is_chief and run_id:
+        log.log_unlogged_epochs(run_id, state.history)
+        state.logged_through = max(state.epoch, _logged_epochs(run_id))
+    return state, restored.best_weights
+
+
+def _logged_epochs(run_id: str) -> int:
+    """The last epoch (``train_loss`` step) the run holds in MLflow; 0 when none or the store does not answer."""
+    import mlflow
+
+    try:
+        return max((m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "train_loss")), default=0)
+    except Exception:  # noqa: BLE001 - a store that does not answer: the loop logs every epoch, as before
+        return 0
