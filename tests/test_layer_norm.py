@@ -1,15 +1,22 @@
-"""zoo.models.layer_norm.LayerNormalization against keras.layers.LayerNormalization: the same outputs
-and gradients (eager, compiled, mixed precision), Keras' own path where the closed form does not
-apply, and a smaller backward graph."""
+"""``zoo.models.layer_norm.LayerNormalization``'s reference path: Ba et al.'s equation by hand, Keras'
+layer's outputs and gradients (eager, compiled, mixed precision, other axes and settings), and its
+config. (The closed-form gradient of the fast path: ``tests/fast/test_layer_norm.py``.)"""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from zoo import kernels
 from zoo.models.layer_norm import LayerNormalization
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _reference():
+    with kernels.using("reference"):
+        yield
 
 
 def pair(shape, **kwargs):
@@ -34,11 +41,19 @@ def forward_and_gradients(layer, x, upstream, compiled):
     return (tf.function(run) if compiled else run)(x)
 
 
-@pytest.mark.parametrize("shape", [(5, 8), (3, 4, 8), (2, 3, 4, 6)])
+def test_a_row_by_hand():
+    """``[1, 2, 3, 6]``: mean 3, variance 3.5; with gamma 2 and beta 1, ``y = 2 (x - 3) / sqrt(3.5 + eps) + 1``."""
+    layer = LayerNormalization(epsilon=0.5)
+    layer.build((1, 4))
+    layer.set_weights([np.full(4, 2.0, "float32"), np.ones(4, "float32")])
+    got = np.asarray(layer(np.array([[1.0, 2.0, 3.0, 6.0]], "float32")))
+    np.testing.assert_allclose(got, [[-1.0, 1 - 1 / 1.0, 1.0, 1 + 3.0]], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 3, 4, 6)])
 @pytest.mark.parametrize("compiled", [False, True])
-@pytest.mark.parametrize("epsilon", [1e-5, 1e-3])
-def test_outputs_and_gradients_equal_keras(shape, compiled, epsilon):
-    ours, theirs = pair(shape, epsilon=epsilon)
+def test_outputs_and_gradients_equal_keras(shape, compiled):
+    ours, theirs = pair(shape, epsilon=1e-5)
     x = tf.constant(RNG.normal(loc=0.5, scale=2.0, size=shape).astype("float32"))
     upstream = tf.constant(RNG.normal(size=shape).astype("float32"))
     y_ours, g_ours = forward_and_gradients(ours, x, upstream, compiled)
@@ -49,18 +64,6 @@ def test_outputs_and_gradients_equal_keras(shape, compiled, epsilon):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4, rtol=1e-4, err_msg=name)
 
 
-def test_a_constant_row_normalizes_to_beta_and_passes_no_nan():
-    ours, theirs = pair((2, 8), epsilon=1e-5)
-    x = tf.constant(np.stack([np.full(8, 3.0), RNG.normal(size=8)]).astype("float32"))
-    upstream = tf.ones((2, 8))
-    y_ours, g_ours = forward_and_gradients(ours, x, upstream, compiled=True)
-    y_theirs, g_theirs = forward_and_gradients(theirs, x, upstream, compiled=True)
-    np.testing.assert_allclose(y_ours.numpy()[0], theirs.beta.numpy(), atol=1e-6)
-    for a, b in zip(g_ours, g_theirs):
-        assert np.all(np.isfinite(a.numpy()))
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
-
-
 def test_mixed_precision_normalizes_in_float32_and_returns_the_compute_dtype():
     shape = (3, 4, 8)
     ours, theirs = pair(shape, epsilon=1e-5, dtype="mixed_bfloat16")
@@ -69,14 +72,15 @@ def test_mixed_precision_normalizes_in_float32_and_returns_the_compute_dtype():
     y_ours, g_ours = forward_and_gradients(ours, x, upstream, compiled=True)
     y_theirs, g_theirs = forward_and_gradients(theirs, x, upstream, compiled=True)
     assert y_ours.dtype == tf.bfloat16 and ours.gamma.dtype == "float32"
-    np.testing.assert_array_equal(y_ours.numpy().astype("float32"), y_theirs.numpy().astype("float32"))
+    np.testing.assert_allclose(y_ours.numpy().astype("float32"), y_theirs.numpy().astype("float32"), rtol=1e-2,
+                               atol=1e-2)  # bfloat16's last bit
     for a, b in zip(g_ours[1:], g_theirs[1:]):  # gamma, beta: float32 variables
         assert a.dtype == tf.float32
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.parametrize("kwargs", [{"axis": [1, 2]}, {"center": False}, {"scale": False}, {"axis": 1}])
-def test_other_settings_run_keras_own_normalization(kwargs):
+def test_other_settings_equal_keras(kwargs):
     shape = (3, 4, 8)
     ours, theirs = pair(shape, **kwargs)
     x = tf.constant(RNG.normal(size=shape).astype("float32"))
@@ -88,25 +92,9 @@ def test_other_settings_run_keras_own_normalization(kwargs):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
 
 
-def test_the_config_round_trips_to_this_class():
+def test_the_config_and_weights_round_trip_to_this_class():
     layer = LayerNormalization(epsilon=1e-5, name="norm")
+    layer.build((2, 4))
+    assert [w.path for w in layer.weights] == ["norm/gamma", "norm/beta"]  # the names in saved files
     copy = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(copy) is LayerNormalization and copy.epsilon == 1e-5 and copy.name == "norm"
-
-
-def test_the_backward_graph_is_smaller_than_keras():
-    """What the layer is for: fewer ops to run per step (the time is in README "Speed", not here)."""
-    def graph_ops(layer):
-        spec = tf.TensorSpec([None, None, 16], tf.float32)
-
-        @tf.function(input_signature=[spec])
-        def step(x):
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                loss = tf.reduce_sum(layer(x))
-            return tape.gradient(loss, [x, *layer.trainable_variables])
-
-        return len(step.get_concrete_function().graph.get_operations())
-
-    ours, theirs = pair((2, 3, 16), epsilon=1e-5)
-    assert graph_ops(ours) < 0.6 * graph_ops(theirs)

@@ -1,29 +1,34 @@
-"""Layer normalization whose gradient is written out, not traced op by op.
+"""Layer normalization (Ba, Kiros and Hinton 2016), the Transformer's ``LayerNorm``.
 
-Backend-neutral (``keras.ops`` and ``keras.ops.custom_gradient``), like the rest of ``zoo.models``.
+Backend-neutral (``keras.ops``), like the rest of ``zoo.models``.
 """
 
 import keras
 from keras import ops
 
+from zoo import kernels
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class LayerNormalization(keras.layers.LayerNormalization):
-    """``keras.layers.LayerNormalization`` (Ba et al. 2016) with the same weights, config and
-    numbers (up to rounding), and a hand-written gradient for the usual case.
+    """Normalizes each position over its features, then scales and shifts them.
 
-    ``y = (x - mean) / sqrt(var + epsilon) * gamma + beta`` over the last axis. Keras builds it from
-    generic ops (moments, a reshape of ``gamma`` and ``beta``, products with broadcasting) and the
-    tape differentiates each with its own shape bookkeeping: about 80 graph ops per layer for the
-    forward and backward pass. Here the backward pass is the closed form, with
-    ``x_hat = (x - mean) r``, ``r = 1 / sqrt(var + epsilon)`` and ``g = dy * gamma``:
-    ``dx = r (g - mean(g) - x_hat mean(g x_hat))``, ``dgamma = sum(dy x_hat)``, ``dbeta = sum(dy)``
-    (sums over every axis but the last). Ten layers forward and backward, measured on this CPU
-    (2 cores, float32): ``[1280, 256]`` rows 24.5 -> 13.6 ms, ``[640, 32]`` 2.6 -> 2.1 ms.
+    ``keras.layers.LayerNormalization`` (same constructor, config and weights ``gamma``, ``beta``)
+    with ``call`` written as the paper's equation. For one position's features ``x_1 .. x_H`` (the
+    ``axis``, by default the last)::
 
-    The closed form is used for one normalized axis, the last, with ``center`` and ``scale`` (the
-    defaults); anything else (``axis=[1, 2]``, ``center=False``, ``rms_scaling``) runs Keras' own
-    ``call``. Half-precision inputs are normalized in float32 and cast back, as Keras does.
+        mu      = 1/H sum_i x_i                 sigma^2 = 1/H sum_i (x_i - mu)^2      (eq. 3)
+        y_i     = gamma_i (x_i - mu) / sqrt(sigma^2 + epsilon) + beta_i              (eq. 4's g, b)
+
+    Unlike batch normalization the statistics are those of one example, so training and inference
+    compute the same thing and a sequence of any length normalizes position by position (Vaswani et
+    al. 2017 put one after every sub-layer: ``LayerNorm(x + Sublayer(x))``). Half-precision inputs
+    are normalized in float32 and the result cast back, as Keras does. ``rms_scaling=True`` (RMSNorm,
+    not this equation) runs Keras' own ``call``.
+
+    Args:
+        As ``keras.layers.LayerNormalization``: ``axis=-1``, ``epsilon=1e-3``, ``center=True``
+        (``beta``), ``scale=True`` (``gamma``).
 
     Example:
         >>> import numpy as np
@@ -31,36 +36,23 @@ class LayerNormalization(keras.layers.LayerNormalization):
         >>> ours, theirs = LayerNormalization(), keras.layers.LayerNormalization()
         >>> bool(np.allclose(ours(x), theirs(x), atol=1e-5))
         True
+
+    References:
+        Ba, Kiros, Hinton. Layer Normalization. 2016, sec. 3. https://arxiv.org/abs/1607.06450
     """
 
-    def _closed_form(self, rank):
-        return (self.center and self.scale and not self.rms_scaling and len(self.axis) == 1
-                and self.axis[0] % rank == rank - 1)
-
+    @kernels.replaceable
     def call(self, inputs):
-        if not self._closed_form(len(inputs.shape)):
+        if self.rms_scaling:
             return super().call(inputs)
-        epsilon = float(self.epsilon)
-        width = int(self.gamma.shape[0])
         x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))
-
-        @ops.custom_gradient
-        def normalize(x, gamma, beta):
-            centered = x - ops.mean(x, axis=-1, keepdims=True)
-            scale = ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
-            x_hat = centered * scale
-
-            def grad(*args, upstream=None):
-                dy = args[0] if upstream is None else upstream
-                rows_dy = ops.reshape(dy, (-1, width))
-                d_gamma = ops.sum(rows_dy * ops.reshape(x_hat, (-1, width)), axis=0)
-                d_beta = ops.sum(rows_dy, axis=0)
-                g = dy * gamma
-                dx = scale * (g - ops.mean(g, axis=-1, keepdims=True)
-                              - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True))
-                return dx, d_gamma, d_beta
-
-            return x_hat * gamma + beta, grad
-
-        outputs = normalize(x, ops.cast(self.gamma, x.dtype), ops.cast(self.beta, x.dtype))
-        return ops.cast(outputs, self.compute_dtype)
+        mean, variance = ops.moments(x, axes=self.axis, keepdims=True)  # mu, sigma^2 over the features
+        y = (x - mean) * ops.rsqrt(variance + self.epsilon)
+        shape = [1] * len(x.shape)  # gamma and beta along the normalized axes
+        for axis in self.axis:
+            shape[axis] = x.shape[axis]
+        if self.scale:
+            y = y * ops.reshape(ops.cast(self.gamma, x.dtype), shape)
+        if self.center:
+            y = y + ops.reshape(ops.cast(self.beta, x.dtype), shape)
+        return ops.cast(y, self.compute_dtype)
