@@ -1,9 +1,18 @@
-"""token_losses: the fused sparse cross-entropy gives the textbook numbers, label smoothing included."""
+"""``zoo.training.losses``' reference path: ``token_losses`` gives the textbook numbers (label smoothing
+included) and gradient, and ``real_token_losses`` the loss of every position. (The one-softmax fast
+path: ``tests/fast/test_losses.py``.)"""
 
 import numpy as np
 import pytest
 
+from zoo import kernels
 from zoo.training.losses import token_losses
+
+
+@pytest.fixture(autouse=True)
+def _reference():
+    with kernels.using("reference"):
+        yield
 
 
 def _reference(labels, logits, smoothing):
@@ -25,15 +34,16 @@ def test_token_losses_match_log_softmax(smoothing):
     np.testing.assert_array_equal(np.asarray(mask), (labels != 0).astype("float32"))
 
 
-def test_token_losses_gradient_is_softmax_minus_onehot():
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_token_losses_gradient_is_softmax_minus_the_smoothed_target(smoothing):
     import tensorflow as tf
 
     logits = tf.constant(np.random.default_rng(1).normal(size=(2, 3, 5)), tf.float32)
     labels = tf.constant([[1, 2, 0], [4, 3, 3]])
     with tf.GradientTape() as tape:
         tape.watch(logits)
-        total = tf.reduce_sum(token_losses(labels, logits)[0])
-    expected = tf.nn.softmax(logits) - tf.one_hot(labels, 5)
+        total = tf.reduce_sum(token_losses(labels, logits, smoothing)[0])
+    expected = tf.nn.softmax(logits) - (1 - smoothing) * tf.one_hot(labels, 5) - smoothing / 5
     np.testing.assert_allclose(tape.gradient(total, logits).numpy(), expected.numpy(), atol=1e-6)
 
 
@@ -72,6 +82,16 @@ def test_real_token_losses_give_the_masked_loss_and_gradient_of_every_position(s
     assert np.all(real_grads[0][labels.numpy() == 0] == 0.0)  # padding rows get no gradient
 
 
+def test_a_label_whose_probability_underflows_has_a_finite_exact_loss():
+    """A label ~200 below the largest logit has probability exp(-200) = 0 in float32; log_softmax
+    gives its loss, logsumexp - logit (about 200), not inf."""
+    logits = np.array([[200.0, 0.0, 1.0, 199.0], [0.0, 0.0, 0.0, 0.0]], "float32")
+    labels = np.array([1, 3])
+    nll = np.asarray(token_losses(labels, logits)[0])
+    np.testing.assert_allclose(nll, _reference(labels, logits.astype("float64"), 0.0), rtol=1e-6)
+    assert nll[0] == pytest.approx(200.0 + np.log1p(np.exp(-1.0)), rel=1e-6)
+
+
 def test_real_token_losses_of_a_batch_of_padding_only_are_empty():
     import tensorflow as tf
 
@@ -79,56 +99,3 @@ def test_real_token_losses_of_a_batch_of_padding_only_are_empty():
 
     nll, mask = real_token_losses(tf.zeros((2, 3), tf.int32), tf.ones((2, 3, 4)), lambda x: tf.matmul(x, tf.ones((4, 5))))
     assert tuple(nll.shape) == tuple(mask.shape) == (0,)
-
-
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_softmax_cross_entropy_equals_tensorflows_fused_op_with_weighted_upstream(jit_compile, smoothing):
-    """The loss from one softmax (``losses.softmax_cross_entropy``) gives TensorFlow's fused op's
-    losses and gradient ``(softmax - onehot) * upstream`` (label smoothing: the textbook formula,
-    differentiated by TensorFlow), with a different weight per row (masks, token counts), in a
-    compiled function and under XLA."""
-    import tensorflow as tf
-
-    from zoo.training.losses import softmax_cross_entropy
-
-    rng = np.random.default_rng(3)
-    logits = tf.constant(rng.normal(size=(37, 301)).astype("float32") * 4)
-    labels = tf.constant(rng.integers(0, 301, size=37).astype("int32"))
-    weights = tf.constant(rng.uniform(0, 2, size=37).astype("float32"))
-
-    def run(fn):
-        @tf.function(jit_compile=jit_compile, autograph=False)
-        def step(z):
-            with tf.GradientTape() as tape:
-                tape.watch(z)
-                nll = fn(z, labels)
-                total = tf.reduce_sum(nll * weights)
-            return nll, tape.gradient(total, z)
-        return step(logits)
-
-    def textbook(z, y):
-        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(y, z)
-        mean_logp = tf.reduce_mean(z, -1) - tf.reduce_logsumexp(z, -1)
-        return (1.0 - smoothing) * nll - smoothing * mean_logp
-
-    nll, grad = run(lambda z, y: softmax_cross_entropy(z, y, smoothing))
-    want_nll, want_grad = run(textbook)
-    np.testing.assert_allclose(nll.numpy(), want_nll.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_softmax_cross_entropy_of_a_label_whose_probability_underflows_is_finite_and_exact():
-    """A label ~200 below the largest logit has probability exp(-200) = 0 in float32; its loss is
-    still logsumexp - logit (about 200), not inf: the normaliser comes from the largest probability."""
-    import tensorflow as tf
-
-    from zoo.training.losses import softmax_cross_entropy
-
-    logits = tf.constant([[200.0, 0.0, 1.0, 199.0], [0.0, 0.0, 0.0, 0.0]])
-    labels = tf.constant([1, 3])
-    nll = softmax_cross_entropy(logits, labels).numpy()
-    want = _reference(labels.numpy(), logits.numpy().astype("float64"), 0.0)
-    assert np.all(np.isfinite(nll))
-    np.testing.assert_allclose(nll, want, rtol=1e-6)
-    assert nll[0] == pytest.approx(200.0 + np.log1p(np.exp(-1.0)), rel=1e-6)

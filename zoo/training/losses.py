@@ -3,68 +3,35 @@
 import keras
 from keras import ops
 
+from zoo import kernels
 
+
+@kernels.replaceable
 def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
-    """Per-token cross-entropy from logits (float32 whatever the logits' dtype) and the mask of
-    real tokens (1.0, padding 0.0), both ``[B, T]``. ``MaskedCrossEntropy`` and the training
-    loop's global-batch loss are built from these two."""
-    y_true = ops.cast(y_true, "int32")
-    logits = ops.cast(y_pred, "float32")
-    nll = sparse_cross_entropy(y_true, logits, label_smoothing)
-    return nll, ops.cast(ops.not_equal(y_true, pad_id), nll.dtype)
+    """Per-token cross-entropy from logits, and the mask of real tokens: ``(nll, mask)``, both ``[B, T]``.
 
+    With ``p = softmax(z)`` over the vocabulary (``z = y_pred [B, T, V]``, computed in float32
+    whatever its dtype) and the label ``y`` (``y_true [B, T]``)::
 
-def sparse_cross_entropy(labels, logits, label_smoothing=0.0):
-    """``-log softmax(logits)[label]`` per position (``labels [...]`` int32, ``logits [..., V]``
-    float32), with label smoothing ``eps``: ``(1 - eps) nll - eps mean_v log p(v)``.
+        nll  = -log p(y) = -log_softmax(z)[y]
+        with label smoothing eps (Szegedy et al. 2016, sec. 7), the cross-entropy against
+        q = (1 - eps) onehot(y) + eps / V:
+        nll  = (1 - eps) (-log p(y)) + eps mean_v(-log p(v))
+        mask = 1 where y is a real token, 0 at padding (``pad_id``)
 
-    On TensorFlow, ``softmax_cross_entropy``: the loss and its gradient from one ``Softmax`` (a
-    oneDNN primitive on x86: threaded and vectorised), where TensorFlow's fused
-    ``SparseSoftmaxCrossEntropyWithLogits`` runs slower Eigen passes, and label smoothing took a
-    ``logsumexp`` more (and its gradient, another softmax): forward and backward at ``[534, 8000]`` (a
-    base-size training step's real tokens) 15.2 -> 6.4 ms, at d2l's ``[450, 201]`` 616 -> 368 us
-    (docs/performance.md, 2026-11-25, late night). Other backends: ``keras.ops``' fused op. (Before the
-    fused op, ``log_softmax`` + a gather scattered its gradient into a dense ``[B, T, V]``.)"""
-    if keras.backend.backend() != "tensorflow":
-        nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-        if label_smoothing > 0:  # mean_v log p(v) = mean_v z_v - logsumexp(z)
-            mean_logp = ops.mean(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
-            nll = (1.0 - label_smoothing) * nll - label_smoothing * mean_logp
-        return nll
-    import tensorflow as tf
+    ``MaskedCrossEntropy`` and the training loop's global-batch loss, ``sum(nll mask) / sum(mask)``,
+    are built from these two. The gradient of ``nll`` with respect to ``z`` is ``p - q``.
 
-    shape = tf.shape(labels)
-    flat = softmax_cross_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]), tf.reshape(labels, [-1]),
-                                 label_smoothing)
-    return tf.reshape(flat, shape)
-
-
-def softmax_cross_entropy(logits, labels, label_smoothing=0.0):
-    """``-log softmax(logits)[labels]`` of rows ``logits [N, V]``, ``labels [N]`` (TensorFlow), with
-    label smoothing ``eps``: ``logsumexp - (1 - eps) logit - eps mean(logits)``; its gradient is
-    ``(softmax - (1 - eps) onehot - eps / V) * upstream``. The log-normaliser comes from the softmax
-    itself: the largest probability is ``exp(max - logsumexp) = 1 / sum(exp(logits - max))``, at
-    least ``1 / V``, so ``logsumexp = max - log(max probability)`` with no second pass of ``exp`` and
-    no underflow (a label's own probability can underflow to 0; its loss is ``logsumexp - logit``)."""
-    import tensorflow as tf
-
-    eps = float(label_smoothing)
-
-    @tf.custom_gradient
-    def xent(z):
-        p = tf.nn.softmax(z)
-        picked = tf.gather(z, labels, batch_dims=1)
-        lse = tf.reduce_max(z, -1) - tf.math.log(tf.reduce_max(p, -1))
-        nll = lse - picked if eps == 0 else lse - (1.0 - eps) * picked - eps * tf.reduce_mean(z, -1)
-
-        def grad(upstream):
-            spread = eps / tf.cast(tf.shape(z)[-1], p.dtype)  # 0 without smoothing
-            target = tf.one_hot(labels, tf.shape(z)[-1], on_value=1.0 - eps + spread, off_value=spread)
-            return (p - target) * upstream[:, None]
-
-        return nll, grad
-
-    return xent(logits)
+    References:
+        Szegedy et al. Rethinking the Inception Architecture for Computer Vision. CVPR 2016,
+        sec. 7. https://arxiv.org/abs/1512.00567
+    """
+    labels = ops.cast(y_true, "int32")
+    log_p = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+    nll = -ops.take_along_axis(log_p, ops.expand_dims(labels, -1), axis=-1)[..., 0]
+    if label_smoothing > 0:
+        nll = (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(log_p, axis=-1)
+    return nll, ops.cast(ops.not_equal(labels, pad_id), nll.dtype)
 
 
 def real_token_losses(y_true, features, output_logits, label_smoothing=0.0, pad_id=0):
