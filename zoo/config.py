@@ -97,14 +97,10 @@ def flatten(cfg: Any, prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/@\s]+)@")
-_SECRET_QUERY = re.compile(r"([?&](?:[^=&]*(?:token|secret|password|passwd|key|signature|credential)[^=&]*)=)[^&]*",
-                           re.IGNORECASE)
-
-
 def redact_uri(value: str) -> str:
-    """A URI without its secrets: ``http://alice:pw@host`` -> ``http://***@host``, ``?token=x`` -> ``?token=***``."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", value))
+    """A URI (or any text) without its secrets: ``http://alice:pw@host`` -> ``http://***@host``,
+    ``?token=x`` -> ``?token=***`` (``zoo.store.redact_uri``, which the store's own messages use)."""
+    return store.redact_uri(value)
 
 
 def redacted(cfg: Any) -> DictConfig:
@@ -359,7 +355,7 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         try:
             store.check_reachable(store.tracking_uri(check.get("tracking.uri")))
         except store.StoreError as error:
-            check.add(f"tracking.uri={store.tracking_uri(check.get('tracking.uri'))}: {error}.")
+            check.add(f"tracking.uri={redact_uri(store.tracking_uri(check.get('tracking.uri')))}: {error}.")
     return check.found
 
 
@@ -423,11 +419,13 @@ def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optio
     uri = store.tracking_uri(configured_uri)
     try:
         run = store.find_run(uri, run_id)
+    except store.NotChecked:
+        return None  # the server takes only MLflow's own authentication: MLflow answers when the run starts
     except store.StoreError as error:
         check.add(f"{key}={run_id}: {error}.")
         return None
     if run is None or run.get("lifecycle_stage") == "deleted":
-        check.add(f"{key}={run_id} is not a run in {uri}. Copy a run id from `mlflow runs list` or the MLflow UI, "
+        check.add(f"{key}={run_id} is not a run in {redact_uri(uri)}. Copy a run id from `mlflow runs list` or the MLflow UI, "
                   f"or set MLFLOW_TRACKING_URI to the store that has it.")
         return None
     if artifact is not None and store.has_artifact(uri, run, artifact) is False:
@@ -492,11 +490,13 @@ def model_uri_problems(check: "_Checker", model_uri: str, configured_uri: Option
             name, _, version = rest.partition("/")
         try:
             found = store.find_model_version(uri, name, version=version, alias=alias)
+        except store.NotChecked:
+            return
         except store.StoreError as error:
             check.add(f"model_uri={model_uri}: {error}.")
             return
         if found is None:
-            check.add(f"model_uri={model_uri} is not a registered model version in {uri}. Expected "
+            check.add(f"model_uri={model_uri} is not a registered model version in {redact_uri(uri)}. Expected "
                       f"models:/<name>/<version> or models:/<name>@<alias> of a registered model.")
     else:
         check.add(f"model_uri={model_uri} is not valid: expected runs:/<run id>/model or models:/<name>/<version> "
@@ -512,7 +512,7 @@ def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
             raise store.StoreError(f"there is no MLflow store at {path.absolute()} (no such file)")
         store.check_reachable(uri)
     except store.StoreError as error:
-        return [f"{flag}={uri}: {error}. Train a model first (python train.py), or point {flag} or "
+        return [f"{flag}={redact_uri(uri)}: {error}. Train a model first (python train.py), or point {flag} or "
                 f"MLFLOW_TRACKING_URI at the store that has the runs."]
     return []
 

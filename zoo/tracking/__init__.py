@@ -18,10 +18,11 @@ from zoo.tracking.runs import (
     set_description,
     start_detached_run,
     sweep_parent_id,
+    tracking_credentials,
     ui_command,
     use_tracking_uri,
 )
 
 __all__ = ["child_runs", "end_detached_run", "metric_history", "start_detached_run", "SWEEP_PARENT_VARIABLE", "active_run_tags", "command_line_overrides", "digest_texts", "environment",
            "git_commit", "log_config", "log_dataset", "log_files", "log_scores", "mlflow_run", "register_model", "resolve_tracking_uri",
-           "set_description", "sweep_parent_id", "ui_command", "use_tracking_uri"]
+           "set_description", "sweep_parent_id", "tracking_credentials", "ui_command", "use_tracking_uri"]

@@ -14,8 +14,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config import flatten, redacted
+from zoo.config import flatten, redact_uri, redacted
 from zoo.environ import restored
+from zoo.store import split_userinfo
 
 MAX_PARAM_LENGTH = 6000
 # Set by a sweep (``zoo.sweep.SweepCallback``) for its jobs: each job's run becomes a child of this run.
@@ -38,6 +39,29 @@ def resolve_tracking_uri(uri: Optional[str]) -> str:
         raise ValueError(f"tracking.uri={uri!r} is a file store, which MLflow no longer supports for runs. "
                          f"Use a database, e.g. tracking.uri=sqlite:///mlflow.db, or a server http://host:port.")
     return uri
+
+
+CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
+
+@contextlib.contextmanager
+def tracking_credentials(uri: str) -> Iterator[str]:
+    """Yields ``uri`` without its ``user:password@``, which MLflow reads inside the block from
+    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` (put back as they were afterwards).
+
+    MLflow's client does send a URI's user-info (``requests`` reads it), but MLflow also prints and
+    records the URI: its ``View run ... at`` line, its request errors (``API request to <url> failed``),
+    the ``MLFLOW_TRACKING_URI`` it hands subprocesses. Without the user-info there, no message of the
+    run can show the password. A URI's user-info wins over the variables, as it does for ``requests``.
+    A URI without user-info is yielded as it is and the variables are left alone."""
+    clean, user, password = split_userinfo(uri)
+    if user is None:
+        yield uri
+        return
+    with restored(*CREDENTIAL_VARIABLES):
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password or ""
+        yield clean
 
 
 def use_tracking_uri(uri: str) -> None:
@@ -79,15 +103,21 @@ def git_dirty() -> Optional[bool]:
 
 
 def command_line_overrides() -> List[str]:
-    """The job's overrides: Hydra's task overrides inside a Hydra app, else ``sys.argv`` minus flags."""
+    """The job's overrides: Hydra's task overrides inside a Hydra app, else ``sys.argv`` minus flags.
+
+    Secrets masked (``redact_uri``): they are recorded (tag ``zoo.overrides``, ``zoo.command``, the
+    description) and printed (the resume command)."""
+    overrides = None
     try:
         from hydra.core.hydra_config import HydraConfig
 
         if HydraConfig.initialized():
-            return list(HydraConfig.get().overrides.task)
+            overrides = list(HydraConfig.get().overrides.task)
     except Exception:  # noqa: BLE001 - no Hydra app around (tests, notebooks)
         pass
-    return [a for a in sys.argv[1:] if not a.startswith("-")]
+    if overrides is None:
+        overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
+    return [redact_uri(o) for o in overrides]
 
 
 def hydra_output_dir() -> Optional[str]:
@@ -183,7 +213,16 @@ def mlflow_run(tracking_uri: str, experiment: str, run_name: Optional[str] = Non
     Under ``mlflow run`` (``MLFLOW_RUN_ID`` set) a new run is that run, in its own experiment. In a
     sweep's job (``ZOO_SWEEP_PARENT_RUN_ID`` set) a new run is a child of the sweep's parent run.
     ``system_metrics`` records CPU and memory use (MLflow's sampler, psutil) while the run is open.
+    A URI's ``user:password@`` reaches MLflow as credentials, never in a message (``tracking_credentials``).
     """
+    with tracking_credentials(tracking_uri) as uri:
+        with _run(uri, experiment, run_name, run_id, tags, system_metrics) as run:
+            yield run
+
+
+@contextlib.contextmanager
+def _run(tracking_uri: str, experiment: str, run_name: Optional[str], run_id: Optional[str],
+         tags: Optional[Dict[str, str]], system_metrics: bool) -> Iterator[Any]:
     import mlflow
 
     if run_id is None and sweep_parent_id():
@@ -246,7 +285,19 @@ def log_environment() -> None:
                      "zoo.tensorflow": str(record["packages"]["tensorflow"]), "zoo.command": str(record["command"])})
     hydra_dir = hydra_output_dir()
     if hydra_dir and os.path.isdir(os.path.join(hydra_dir, ".hydra")):
-        mlflow.log_artifacts(os.path.join(hydra_dir, ".hydra"), "hydra")
+        _log_redacted_folder(os.path.join(hydra_dir, ".hydra"), "hydra")
+
+
+def _log_redacted_folder(folder: str, artifact_path: str) -> None:
+    """The text files of ``folder`` as artifacts, each with its secrets masked (Hydra's files hold the
+    command line and the config as typed: ``tracking.uri=http://user:password@host``)."""
+    import mlflow
+
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file():
+            relative = path.relative_to(folder).as_posix()
+            text = path.read_text(encoding="utf-8", errors="replace")
+            mlflow.log_text(redact_uri(text), f"{artifact_path}/{relative}")
 
 
 def log_dataset(name: str, digest: str, source: str, context: str, profile: Dict[str, object]) -> None:
@@ -393,7 +444,7 @@ def recorded_overrides(run_id: str, uri: Optional[str] = None) -> List[str]:
         run = mlflow.MlflowClient(uri).get_run(run_id)
     except Exception as error:  # noqa: BLE001 - MLflow raises several types for an unknown id or store
         first = (str(error).splitlines() or [""])[0][:200]
-        _exit(f"--from-run {run_id}: no such run in {uri} ({first}). Check the id in the MLflow UI, "
+        _exit(f"--from-run {run_id}: no such run in {redact_uri(uri)} ({redact_uri(first)}). Check the id in the MLflow UI, "
               f"or point at its store with MLFLOW_TRACKING_URI.")
     if "zoo.overrides" not in run.data.tags:
         _exit(f"--from-run {run_id}: the run has no zoo.overrides tag (it was not started by train.py).")
@@ -401,7 +452,9 @@ def recorded_overrides(run_id: str, uri: Optional[str] = None) -> List[str]:
     if recorded and recorded != git_commit():
         print(f"note: run {run_id} was trained at commit {recorded[:12]}; this checkout is at {git_commit()[:12]}.",
               file=sys.stderr)
-    overrides = [o for o in shlex.split(run.data.tags["zoo.overrides"])
+    # A masked user-info is dropped: the re-run authenticates as this command does (its tracking.uri,
+    # MLFLOW_TRACKING_USERNAME / PASSWORD or TOKEN).
+    overrides = [o.replace("://***@", "://") for o in shlex.split(run.data.tags["zoo.overrides"])
                  if not o.startswith(("trainer.resume=", "+trainer.resume="))]
     print(f"Re-running {run_id}: python train.py {' '.join(shlex.quote(o) for o in overrides)}", flush=True)
     return overrides
