@@ -1,0 +1,148 @@
+"""``zoo.fast.transformer``: the Transformer gives the same numbers with ``kernels=fast`` (real rows,
+joined projections, row decoding steps) as with ``kernels=reference`` (each layer's one ``call``):
+the training step's features and gradients over every weight, teacher-forced logits and attention
+maps, the memory and cache a decoder reads, and greedy-decoded ids; for the position encodings and
+the layer options. Beam search and sampling over the same model: ``tests/fast/test_decoding.py``."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+from test_models import SOURCE, TARGET_IN, TINY
+
+import zoo.models
+from zoo import kernels
+from zoo.decoding import greedy_decode_with_scores
+from zoo.fast import transformer as fast
+
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+OPTIONS = [
+    {},  # rotary positions
+    {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"},
+    {"positions": "learned", "tie_output": True, "num_layers": 1},
+]
+KEYS = {
+    "zoo.models.transformer._EncoderLayer.call": fast.encoder_layer,
+    "zoo.models.transformer._DecoderLayer.call": fast.decoder_layer,
+    "zoo.models.transformer.TransformerSeq2Seq.encode": fast.encode,
+    "zoo.models.transformer.TransformerSeq2Seq.decode_features": fast.decode_features,
+    "zoo.models.transformer.TransformerSeq2Seq.training_features": fast.training_features,
+}
+
+
+def _model(**options):
+    keras.utils.set_random_seed(0)
+    model = zoo.models.create("transformer", source_vocab_size=13, target_vocab_size=11,
+                              **{**TINY["transformer"], "dropout": 0.0, **options})
+    projection = model.ensure_built().output_projection if not model.tie_output else None
+    if projection is not None:  # far from uniform, as training makes it: greedy's choices are clear
+        projection.kernel.assign(projection.kernel * 30.0)
+    return model
+
+
+def _numpy(values):
+    return [np.zeros(1) if v is None else ops.convert_to_numpy(v) for v in values]
+
+
+def _close(fast_values, reference_values, what):
+    assert len(fast_values) == len(reference_values)
+    for i, (a, b) in enumerate(zip(fast_values, reference_values)):
+        np.testing.assert_allclose(a, b, **TOLERANCE, err_msg=f"{what} {i}")
+
+
+def test_the_replacements_are_registered_and_left_out_of_exports():
+    for key, replacement in KEYS.items():
+        with kernels.using("fast"):
+            assert kernels.replacement(key) is replacement
+            with kernels.exporting():  # they run custom gradients: a SavedModel is traced on the reference
+                assert kernels.replacement(key) is None
+        with kernels.using("reference"):
+            assert kernels.replacement(key) is None
+
+
+def _training_step(model):
+    def step(source, target_in):
+        with tf.GradientTape() as tape:
+            features = model((source, target_in), training=True, return_features=True)
+            loss = tf.reduce_sum(features * tf.sin(features))
+        return [features, *tape.gradient(loss, model.trainable_variables)]
+
+    return step
+
+
+def _close_step(fast_values, reference_values):
+    """Features within ``TOLERANCE``; gradients, sums over every position, within 1e-4 relative."""
+    _close(fast_values[:1], reference_values[:1], "features")
+    for i, (a, b) in enumerate(zip(fast_values[1:], reference_values[1:])):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"gradient {i}")
+    assert not np.any(reference_values[0][TARGET_IN == 0])  # padding: 0
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "rotary")
+def test_training_features_and_gradients_are_the_same_fast_and_reference(options):
+    """The training step's features (0 at padding) and the gradients of a loss of them over every weight."""
+    model = _model(**options)
+    results = {}
+    for mode in kernels.MODES:
+        with kernels.using(mode):
+            results[mode] = _numpy(_training_step(model)(tf.constant(SOURCE), tf.constant(TARGET_IN)))
+    _close_step(results["fast"], results["reference"])
+
+
+def test_a_compiled_training_step_with_lengths_known_at_run_time_is_the_reference():
+    """As ``fit`` traces it: the fast path's products then choose their kernels by a ``cond``."""
+    model = _model()
+    spec = tf.TensorSpec([None, None], tf.int32)
+    with kernels.using("fast"):
+        compiled = tf.function(lambda s, t: _training_step(model)(s, t), input_signature=[spec, spec])
+        fast_values = _numpy(compiled(SOURCE, TARGET_IN))
+    with kernels.using("reference"):
+        _close_step(fast_values, _numpy(_training_step(model)(tf.constant(SOURCE), tf.constant(TARGET_IN))))
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "rotary")
+def test_teacher_forcing_memory_and_decoding_are_the_same_fast_and_reference(options):
+    """Teacher-forced logits and attention maps, the memory ``encode`` gives, three decoding steps
+    (features, cross-attention rows, caches) and greedy-decoded ids."""
+    model = _model(**options)
+    results = {}
+    for mode in kernels.MODES:
+        with kernels.using(mode):
+            logits = model((SOURCE, TARGET_IN))
+            maps = model.attention_maps((SOURCE, TARGET_IN))
+            memory = model.encode(SOURCE)
+            state = model.initial_state(memory, max_length=4)
+            steps = []
+            for t in range(3):
+                features, state, row = model.decode_features(TARGET_IN[:, t], state, memory)
+                steps += [features, row]
+            ids, _, lengths, logprob = greedy_decode_with_scores(model, SOURCE, 6)
+            results[mode] = {
+                "logits": _numpy([logits]), "maps": _numpy([m for key in sorted(maps) for m in maps[key]]),
+                "memory": _numpy([memory["memory"], *memory["cross_keys"], *memory["cross_values"]]),
+                "steps": _numpy([*steps, *state]), "logprob": _numpy([logprob]),
+                "ids": [ids.numpy(), lengths.numpy()],
+            }
+    for key, reference_values in results["reference"].items():
+        if key == "ids":
+            for a, b in zip(results["fast"][key], reference_values):
+                np.testing.assert_array_equal(a, b)
+        else:
+            _close(results["fast"][key], reference_values, key)
+
+
+def test_weights_saved_in_one_mode_load_in_the_other(tmp_path):
+    """The same variables whichever mode built the model: weights move across and give the same numbers."""
+    path = tmp_path / "transformer.weights.h5"
+    with kernels.using("fast"):
+        trained = _model()
+        trained((SOURCE, TARGET_IN), return_features=True)
+        trained.save_weights(path)
+        want = ops.convert_to_numpy(trained((SOURCE, TARGET_IN)))
+    with kernels.using("reference"):
+        loaded = zoo.models.create("transformer", source_vocab_size=13, target_vocab_size=11,
+                                   **{**TINY["transformer"], "dropout": 0.0}).ensure_built()
+        loaded.load_weights(path)
+        assert [v.path for v in loaded.weights] == [v.path for v in trained.weights]
+        np.testing.assert_allclose(ops.convert_to_numpy(loaded((SOURCE, TARGET_IN))), want, **TOLERANCE)
