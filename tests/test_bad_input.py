@@ -9,6 +9,7 @@ import resource
 import subprocess
 import sys
 import time
+import zipfile
 
 import pytest
 
@@ -23,6 +24,8 @@ class Refuse(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in ("tensorflow", "keras", "mlflow"):
             raise ImportError(f"{name} imported while checking a command line")
 sys.meta_path.insert(0, Refuse())
+import atexit
+atexit.register(lambda: print("heavy modules at exit:", sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "mlflow"})))
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as `python <script>` does
 if sys.argv[0].endswith(".py"):
@@ -81,6 +84,22 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["trainer.resume=0123456789abcdef"], ["trainer.resume=0123456789abcdef", "is not a run in"]),
     (["trainer.epochs=1"], ["http://127.0.0.1:9", "not reachable"], "server_down"),
     (["-m", "model=bahdanau,nope"], ["'nope'"]),
+    # Answered from the corpus file's start and the configs, not after TensorFlow has started:
+    (["data=tatoeba", "data.path={one_column}"], ["data.path={one_column}:", "Line 1 (no_tab)", "one column"]),
+    (["data=tatoeba", "data.path={empty_corpus}"], ["data.path={empty_corpus}:", "the file is empty"]),
+    (["data=tatoeba", "data.path={truncated_zip}"], ["data.path={truncated_zip}:", "is not a zip archive",
+                                                     "download complete"]),
+    (["data=tatoeba", "data.pair=fra-eng"], ["data.pair=fra-eng:", "fra-eng.zip is not a zip archive"], "data_dir"),
+    (["decoding=beam", "decoding.beam_size=50"], ["decoding.beam_size=50", "at most 12 tokens", "0-9 and '-'",
+                                                   "decoding.beam_size<=12"]),
+    (["data=reverse", "data.alphabet=ab", "decoding.beam_size=4"], ["decoding.beam_size=4", "data.alphabet has 2",
+                                                                    "decoding.beam_size<=3"]),
+    (["data=tatoeba", "data.path={good_corpus}", "data.max_size=8", "decoding.beam_size=6"],
+     ["decoding.beam_size=6", "data.max_size=8", "decoding.beam_size<=5"]),
+    (["model=luong", "model.attention=local_p", "+model.attention_options.window_size=0"],
+     ["model.attention_options.window_size=0", "an integer >= 1", "2D + 1", "(default: 10)"]),
+    (["model=bahdanau", "model.attention=local_m", "model.attention_options.window_size=-3"],
+     ["model.attention_options.window_size=-3", "an integer >= 1"]),
     (["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz=1", "optimizer.name=rmsprop"],
      ["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz", "optimizer.name=rmsprop"]),
 ]
@@ -139,11 +158,27 @@ def store(tmp_path_factory):
     client.set_terminated(run.info.run_id, "FAILED")
     empty = root / "not_a_saved_model"
     empty.mkdir()
-    return {"uri": uri, "bare_run": run.info.run_id, "empty_dir": str(empty), "root": root}
+    corpora = root / "corpora"  # bad corpus files, as a user's disk holds them (and $ZOO_DATA_DIR for data.pair)
+    corpora.mkdir()
+    lines = [f"I am tired {i}.\tJe suis fatigué {i}.\n" for i in range(400)]
+    (corpora / "one_column.txt").write_text("".join(line.split("\t")[0] + "\n" for line in lines), encoding="utf-8")
+    (corpora / "empty.txt").write_bytes(b"")
+    (corpora / "good.txt").write_text("".join(lines), encoding="utf-8")
+    with zipfile.ZipFile(corpora / "whole.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("fra.txt", "".join(lines) * 5)
+    whole = (corpora / "whole.zip").read_bytes()
+    (corpora / "fra-eng.zip").write_bytes(whole[: len(whole) // 2])  # an interrupted download
+    return {"uri": uri, "bare_run": run.info.run_id, "empty_dir": str(empty), "root": root,
+            "one_column": str(corpora / "one_column.txt"), "empty_corpus": str(corpora / "empty.txt"),
+            "truncated_zip": str(corpora / "fra-eng.zip"), "good_corpus": str(corpora / "good.txt"),
+            "data_dir": str(corpora)}
 
 
-def run_entry_point(script, args, uri, cwd):
+def run_entry_point(script, args, uri, cwd, data_dir=None):
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("ZOO_DATA_DIR", None)
+    if data_dir:
+        env["ZOO_DATA_DIR"] = data_dir
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     result = subprocess.run([sys.executable, "-c", RUNNER, str(ROOT / script), *args], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=60)
@@ -158,7 +193,8 @@ def check(script, args, expected, store, flag=None, module=None):
     expected = [e.format(**values) for e in expected]
     uri = {"missing_store": f"sqlite:///{store['root'] / 'absent.db'}",  # a store that is not there
            "server_down": "http://127.0.0.1:9"}.get(flag, store["uri"])  # a server that does not answer
-    result, wall, cpu = run_entry_point(module or script, args, uri, cwd=store["root"])
+    result, wall, cpu = run_entry_point(module or script, args, uri, cwd=store["root"],
+                                        data_dir=store["data_dir"] if flag == "data_dir" else None)
     TIMES[f"{script} {' '.join(args) or '(no arguments)'}"] = (wall, cpu)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
@@ -167,6 +203,7 @@ def check(script, args, expected, store, flag=None, module=None):
     assert lines and all(ln.startswith("error: ") for ln in lines), output
     for text in expected:
         assert text in result.stderr, f"{text!r} not in:\n{result.stderr}"
+    assert "heavy modules at exit: []" in result.stdout, output  # the message came before TensorFlow, Keras, MLflow
     assert cpu < LIMIT_SECONDS, f"{cpu:.2f} s CPU ({wall:.2f} s wall) for {script} {' '.join(args)}"
 
 

@@ -196,3 +196,60 @@ def test_every_problem_is_reported_at_once():
     for key, line in zip(keys, found):
         assert line.startswith(f"{key}=") or f"'{key}'" in line, (key, line)
         assert "\n" not in line
+
+
+def test_attention_options_are_checked_against_the_layers_declared_rules_before_tensorflow_and_after():
+    """An attention's CONSTRAINTS, read from its module (found by its ``@register_attention`` name)
+    without importing it, are the module's own; each rule's key is an option of
+    ``conf/attention/<name>.yaml``; the validator and, through the training stage, the layer refuse
+    ``window_size=0`` naming ``model.attention_options.window_size``."""
+    import importlib
+
+    import zoo.attention  # noqa: F401 - registers every layer
+    from zoo.attention.base_attention import ATTENTIONS
+    from zoo.errors import ConfigError
+    from zoo.training.model import create_model
+
+    declared = {}
+    for name in catalog.options("attention"):
+        layer = ATTENTIONS.get(name)
+        module = importlib.import_module(layer.__module__)
+        assert catalog.attention_constraints(name) == tuple(getattr(module, "CONSTRAINTS", ())), name
+        options = yaml.safe_load((ROOT / "conf" / "attention" / f"{name}.yaml").read_text())
+        for rule in catalog.attention_constraints(name):
+            assert rule["key"] in options, (name, rule)
+            declared[name] = rule
+    assert {"local_m", "local_p"} <= set(declared)
+    for name in ("local_m", "local_p"):
+        line = precheck(["model=luong", f"model.attention={name}", "+model.attention_options.window_size=0"])
+        assert line.startswith("model.attention_options.window_size=0 is not valid: expected an integer >= 1"), line
+        assert line.endswith("e.g. model.attention_options.window_size=1 (default: 10)."), line
+        assert precheck(["model=luong", f"model.attention={name}", "model.attention_options.window_size=1"]) is None
+        with pytest.raises(ConfigError, match=r"^model\.attention_options\.window_size=0 is not valid for model=luong"):
+            create_model("luong", source_vocab_size=9, target_vocab_size=9, attention=name,
+                         attention_options={"window_size": 0})
+
+
+@pytest.mark.parametrize("overrides, bound", [
+    (["data=dates"], 12), (["data=reverse"], 27), (["data=reverse", "data.alphabet=abc"], 4),
+    (["data=tatoeba", "data.path=x", "data.max_size=10"], 7), (["data=tatoeba", "data.path=x"], None),
+    (["data=tatoeba", "data.path=x", "data.max_size=10", "data.tokenizer=wordpiece"], None),
+    (["data=dates", "data.tokenizer=word"], None)])
+def test_the_beam_is_bounded_by_the_vocabulary_the_data_config_allows(overrides, bound):
+    """The most continuations of ``<bos>`` (content tokens and ``<eos>``) known from the data's config:
+    a beam wider than that is refused before TensorFlow; where only the built vocabulary tells, the
+    check comes after it is built (``zoo.training.data.load_data``)."""
+    from zoo.config import target_vocabulary_bound
+    from zoo.tokens import SPECIALS
+
+    found = target_vocabulary_bound(compose(overrides).data)
+    assert (found[0] - len(SPECIALS) + 1 if found else None) == bound
+
+
+def test_the_bound_of_dates_is_that_of_its_built_vocabulary():
+    """ISO dates' 11 symbols are the declared bound, and the built target vocabulary holds exactly them."""
+    from zoo.config import target_vocabulary_bound
+    from zoo.data import load_task
+
+    task = load_task({"name": "dates", "train_size": 200, "val_size": 10, "test_size": 10, "seed": 0})
+    assert task.target_tokenizer.vocab_size == target_vocabulary_bound(compose(["data=dates"]).data)[0] == 15

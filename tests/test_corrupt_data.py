@@ -100,3 +100,40 @@ def test_train_py_on_a_corrupt_file_exits_2_and_marks_nothing_finished(tmp_path)
         with sqlite3.connect(store) as db:
             statuses = [row[0] for row in db.execute("SELECT status FROM runs")]
         assert "FINISHED" not in statuses and "RUNNING" not in statuses, statuses
+
+
+@pytest.mark.parametrize("make, expected", [c[1:] for c in CORRUPT if c[0] != "every pair too long"],
+                         ids=[c[0] for c in CORRUPT if c[0] != "every pair too long"])
+def test_the_start_of_a_corrupt_file_gives_the_same_line_as_reading_it_all(make, expected, tmp_path):
+    """``check_head`` (what the config validator runs before TensorFlow) reads a zip's directory and
+    the first 64 KiB; on these small files its line is the full read's, word for word."""
+    from zoo.data import manythings
+
+    path = make(tmp_path)
+    with pytest.raises(CorpusError) as whole:
+        manythings.read_pair_file(path, "fra")
+    with pytest.raises(CorpusError) as head:
+        manythings.check_head(path, "fra")
+    assert str(head.value) == str(whole.value)
+
+
+def test_the_start_of_a_large_file_is_judged_by_its_first_lines_only(tmp_path):
+    """A file larger than what ``check_head`` reads: one usable pair in its first lines passes (the
+    rest is the full read's business); none there is refused, naming how many lines were read."""
+    from zoo.data import manythings
+
+    good = tmp_path / "good.txt"
+    good.write_bytes(text().encode() + b"no tab here\n" * 20000)
+    manythings.check_head(good, "fra", limit=4096)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"no tab here\n" * 20000 + text().encode())
+    with pytest.raises(CorpusError, match=r"no usable sentence pair in its first 341 lines \(no_tab=341\)"):
+        manythings.check_head(bad, "fra", limit=4096)
+    assert manythings.read_pair_file(bad, "fra").pairs  # the full read still finds the pairs at the end
+
+
+def test_a_damaged_zip_member_is_caught_from_its_first_block(tmp_path):
+    from zoo.data import manythings
+
+    with pytest.raises(CorpusError, match="damaged zip archive"):
+        manythings.check_head(damaged_zip(tmp_path), "fra")

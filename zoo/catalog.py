@@ -154,6 +154,28 @@ def model_constraints(name: str) -> tuple:
     return _constraints("models", name)
 
 
+@functools.lru_cache(maxsize=None)
+def attention_constraints(name: str) -> tuple:
+    """The rules attention ``name`` declares for its options (``CONSTRAINTS`` in the module of
+    ``zoo/attention/`` whose class is registered as ``@register_attention("<name>")``), which the
+    validator checks against ``model.attention_options.*`` before TensorFlow starts; () when it declares none.
+    The files are searched as text, and only the one that registers ``name`` is parsed."""
+    mark = f'@register_attention("{name}")'
+    for path in sorted((PACKAGE_DIR / "attention").glob("*.py")):
+        if mark in path.read_text(encoding="utf-8"):
+            return tuple(_literal(path, "CONSTRAINTS")) if "CONSTRAINTS" in _module_names(path) else ()
+    return ()
+
+
+@functools.lru_cache(maxsize=None)
+def data_literal(name: str, literal: str):
+    """Module-level ``literal`` of ``zoo/data/<name>.py`` (read without importing it), or None."""
+    path = PACKAGE_DIR / "data" / f"{name}.py"
+    if not path.is_file() or literal not in _module_names(path):
+        return None
+    return _literal(path, literal)
+
+
 # -- Where a manythings.org sentence-pair file is looked for (``zoo.data.manythings`` reads it; the
 # config validator finds it, or says what to put where, before TensorFlow starts).
 DATA_DIR_VARIABLE = "ZOO_DATA_DIR"

@@ -16,7 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo import catalog, checks, kernels, store
 from zoo.catalog import CONF_DIR, options  # noqa: F401  (re-exported)
-from zoo.errors import ConfigError  # noqa: F401  (re-exported: the entry points catch it from here)
+from zoo.errors import ConfigError, CorpusError  # noqa: F401  (ConfigError re-exported: the entry points catch it here)
+from zoo.tokens import SPECIALS
 
 ATTENTION_GROUP = "attention@model.attention_options"
 # (model, old argument) -> new argument: one meaning per name across models (docs/design.md).
@@ -263,6 +264,53 @@ def decoding_problems(check: "_Checker", optional: bool) -> None:
             check.rule(f"decoding.{key}", ok, expected, optional=optional or key == "max_length")
 
 
+def target_vocabulary_bound(data: Any) -> Optional[Tuple[int, str]]:
+    """``(most ids, why)``: the largest target vocabulary ``data`` can build (the 4 reserved tokens
+    included), known from its config before any data is read, or None when only the built
+    vocabulary tells (``zoo.export.translator.check_decoding`` checks it then, before the model).
+
+    A dataset declares it in ``TARGET_VOCABULARY`` (``zoo/data/<name>.py``, read without importing):
+    ``symbols`` (a fixed alphabet: ISO dates), ``symbols_from`` (the data key that holds the alphabet)
+    or ``size_from`` (the data key that caps the vocabulary's size), each for the ``tokenizers`` listed."""
+    if data is None or not isinstance(data.get("name"), str):
+        return None
+    declared = catalog.data_literal(str(data.get("name")), "TARGET_VOCABULARY")
+    if not declared or data.get("tokenizer", "char") not in declared.get("tokenizers", ()):
+        return None
+    reserved = len(SPECIALS)
+    if "symbols" in declared:
+        return reserved + len(set(declared["symbols"])), f"data={data.name}: {declared['why']}"
+    if "symbols_from" in declared:
+        symbols = data.get(declared["symbols_from"])
+        if isinstance(symbols, str) and symbols:
+            key = declared["symbols_from"]
+            return reserved + len(set(symbols)), f"data.{key} has {len(set(symbols))} symbols"
+        return None
+    size = data.get(declared.get("size_from", ""))
+    if _is_int(size) and size > reserved:
+        return size, f"data.{declared['size_from']}={size} ids, the reserved ones included"
+    return None
+
+
+def vocabulary_problems(check: "_Checker") -> None:
+    """``decoding.beam_size`` (and ``top_k``) larger than the target vocabulary the data config allows
+    (``target_vocabulary_bound``): the search would need more distinct continuations than exist."""
+    bound = target_vocabulary_bound(check.cfg.get("data"))
+    if bound is None:
+        return
+    ids, why = bound
+    producible = ids - len(SPECIALS) + 1  # every content token, and <eos>
+    beam, top_k = check.get("decoding.beam_size"), check.get("decoding.top_k")
+    if _is_int(beam) and beam > producible:
+        default = check.default("decoding.beam_size")
+        check.add(f"decoding.beam_size={beam} is larger than the target vocabulary allows: at most {producible} tokens "
+                  f"can follow <bos> ({why}). Use decoding.beam_size<={producible}"
+                  + (f" (default: {default})." if default is not _NO_DEFAULT else "."))
+    if _is_int(top_k) and top_k > ids:
+        check.add(f"decoding.top_k={top_k} is larger than the target vocabulary: at most {ids} ids ({why}). "
+                  f"Use decoding.top_k<={ids}, or 0 for all (default: 0).")
+
+
 def trainer_problems(trainer: Any, defaults: Optional[DictConfig] = None) -> List[str]:
     """The engine's keys of ``cfg.trainer`` (strategy, precision, device, checkpoints, sizes)."""
     check = _Checker(OmegaConf.create({"trainer": OmegaConf.to_container(trainer, resolve=True)
@@ -317,6 +365,8 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         if key in cfg.model:
             check.rule(f"model.{key}", lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")
     declared_problems(check, "model", catalog.model_constraints(model))
+    if attention in catalog.options("attention"):  # the layer's declared rules, named as the command line spells them
+        declared_problems(check, "model.attention_options", catalog.attention_constraints(str(attention)))
     for line in trainer_problems(cfg.trainer, defaults):
         check.add(line)
     check.choice("optimizer.name", catalog.OPTIMIZERS)
@@ -326,6 +376,7 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
     check.rule("seed", _is_int, "an integer")
     check.choice("kernels", kernels.MODES)
     decoding_problems(check, optional=False)
+    vocabulary_problems(check)
     strategy = check.get("decoding.strategy")
     for key in overridden:
         name = key.partition("decoding.")[2]
@@ -361,7 +412,10 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
 
 def declared_problems(check: "_Checker", group: str, constraints) -> None:
     """The rules a component declares (its ``CONSTRAINTS``) that ``<group>.*`` breaks, with defaults."""
-    values = OmegaConf.to_container(check.cfg.get(group), resolve=True)
+    node = OmegaConf.select(check.cfg, group, default=None, throw_on_missing=False)
+    if not OmegaConf.is_dict(node):
+        return
+    values = OmegaConf.to_container(node, resolve=True)
     defaults = {k: check.default(f"{group}.{k}") for k in values}
     for line in checks.problem_lines(constraints, values, group,
                                      {k: v for k, v in defaults.items() if v is not _NO_DEFAULT}):
@@ -384,12 +438,19 @@ def data_problems(check: "_Checker") -> None:
             check.add(f"data.path={path} {what} (looked at {resolved.absolute()}; relative paths are relative to "
                       f"the working directory). Point data.path at a manythings.org pair file (.zip, or the .txt "
                       f"inside it) (default: null = look for data.pair in $ZOO_DATA_DIR and the cache).")
+        else:
+            corpus_head_problem(check, f"data.path={path}", resolved, data.get("pair"))
     elif data.get("pair") is not None:
+        pair = data.get("pair")
         check.rule("data.pair", lambda v: isinstance(v, str) and catalog.PAIR_PATTERN.match(v),
                    "a manythings.org pair name like 'fra-eng' or 'deu-eng'")
         missing = corpus_problem(data)
         if missing:
             check.add(missing)
+        elif isinstance(pair, str) and catalog.PAIR_PATTERN.match(pair):
+            found = catalog.find_pair_file(pair, data.get("cache_dir"))
+            if found is not None:
+                corpus_head_problem(check, f"data.pair={pair}", found, pair)
     for key in ("max_examples", "max_len", "train_size", "max_size"):
         check.positive_int(f"data.{key}", optional=True)
     check.rule("data.max_size", lambda v: v > 4, "more than the 4 reserved tokens", optional=True)
@@ -397,6 +458,21 @@ def data_problems(check: "_Checker") -> None:
     for key in ("val_size", "test_size"):
         check.rule(f"data.{key}", lambda v: _is_number(v) and v >= 0,
                    "a fraction in (0, 1) of the pairs, a number of pairs, or 0 (use the training pairs)")
+
+
+def corpus_head_problem(check: "_Checker", key: str, path: Path, pair: Any) -> None:
+    """The corpus file ``key`` names, judged by its start (``zoo.data.manythings.check_head``: a zip's
+    directory and first lines, in milliseconds): a truncated zip, an empty file or one column is
+    refused here, before TensorFlow starts, with the line the full read would give."""
+    from zoo.data import manythings
+
+    language = pair.split("-")[0] if isinstance(pair, str) and catalog.PAIR_PATTERN.match(pair) else None
+    try:
+        manythings.check_head(path, language)
+    except CorpusError as error:
+        check.add(f"{key}: {error}")
+    except OSError as error:  # unreadable (permissions): the full read would fail the same way
+        check.add(f"{key}: {path} cannot be read ({error.strerror or error}).")
 
 
 def corpus_problem(data) -> Optional[str]:

@@ -7,6 +7,11 @@ from zoo import checks
 from zoo.attention import _scorers
 from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
 
+# The rule of window_size, declared once: the constructor's check and the config validator's
+# (zoo.catalog.attention_constraints, before TensorFlow starts) say the same.
+CONSTRAINTS = ({"rule": "at_least", "key": "window_size", "min": 1, "integer": True,
+                "why": "the window spans 2D + 1 source positions"},)
+
 
 @register_attention("local_m")
 @keras.saving.register_keras_serializable(package="zoo")

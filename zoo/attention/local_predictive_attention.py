@@ -5,7 +5,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention.base_attention import BaseAttention, register_attention
-from zoo.attention.local_monotonic_attention import LocalMonotonicAttention
+from zoo.attention.local_monotonic_attention import CONSTRAINTS, LocalMonotonicAttention  # noqa: F401 (the window rule)
 
 
 @register_attention("local_p")

@@ -10,15 +10,17 @@ Importing ``zoo.data``, its dataset modules and ``zoo.data.tokenizers`` imports 
 ``tf.data`` pipeline does.
 """
 
-from zoo.data.task import DATASETS, Task, load_task, make_dataset, names
+import importlib
 
 __all__ = ["DATASETS", "Task", "load_task", "make_dataset", "names"]
 
 
 def __getattr__(name):
-    # ``zoo.data.tokenizers`` without importing it first (PEP 562), as ``zoo.<subpackage>`` works.
+    # PEP 562: ``zoo.data.task``'s names on first use, so the config validator's corpus check
+    # (``zoo.data.manythings``, standard library only) does not pay for NumPy before a refusal;
+    # ``zoo.data.tokenizers`` without importing it first, as ``zoo.<subpackage>`` works.
+    if name in __all__:
+        return getattr(importlib.import_module(f"{__name__}.task"), name)
     if name == "tokenizers":
-        import importlib
-
         return importlib.import_module(f"{__name__}.tokenizers")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

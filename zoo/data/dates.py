@@ -24,6 +24,10 @@ from zoo.data import tokenizers
 from zoo.data.task import DATASETS, Task
 from zoo.errors import ConfigError
 
+# What the target vocabulary can hold, known before any data is generated: the config validator
+# refuses a beam wider than it before TensorFlow starts (zoo.config.target_vocabulary_bound).
+TARGET_VOCABULARY = {"symbols": "0123456789-", "tokenizers": ("char",),
+                     "why": "an ISO date is written with 11 symbols, 0-9 and '-'"}
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december"]
 MONTHS_ABBR = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]

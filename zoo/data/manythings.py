@@ -151,21 +151,28 @@ def _zip_member(archive: zipfile.ZipFile, language: Optional[str], path) -> str:
                       f"found {', '.join(texts) or 'no .txt file'}.")
 
 
-def read_bytes(path, language: Optional[str] = None) -> Tuple[bytes, Optional[str]]:
-    """The pair file's bytes (from the zip or the .txt) and the zip member's name."""
+def read_bytes(path, language: Optional[str] = None, limit: Optional[int] = None) -> Tuple[bytes, Optional[str]]:
+    """The pair file's bytes (from the zip or the .txt) and the zip member's name; with ``limit``,
+    at most ``limit`` bytes from its start (a zip's directory and the member's first block only)."""
     path = Path(path)
     if zipfile.is_zipfile(path):
         try:
             with zipfile.ZipFile(path) as archive:
                 member = _zip_member(archive, language, path)
-                return archive.read(member), member
+                if limit is None:
+                    return archive.read(member), member
+                with archive.open(member) as f:
+                    return f.read(limit), member
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
             raise CorpusError(f"{path} is a damaged zip archive ({error}); is the download complete? Download it "
                               f"again, or pass data.path=<the .txt inside it>.") from None
     if path.suffix.lower() == ".zip":
         raise CorpusError(f"{path} is not a zip archive (is the download complete?). Expected a manythings.org "
                           f"pair file such as fra-eng.zip.")
-    return path.read_bytes(), None
+    if limit is None:
+        return path.read_bytes(), None
+    with open(path, "rb") as f:
+        return f.read(limit), None
 
 
 def check_encoding(data: bytes, where) -> None:
@@ -236,6 +243,20 @@ _HINTS = {"invalid_utf8": " is not UTF-8 (Latin-1 or cp1252? convert it: iconv -
           "empty_side": " has an empty side"}
 
 
+def _no_pair(where: str, lines: int, dropped: Dict[str, int], first: Dict[str, Tuple[int, str]],
+             whole: bool = True) -> CorpusError:
+    """The one line for a file (``whole``) or its first ``lines`` lines with no usable pair."""
+    reasons = ", ".join(f"{k}={v}" for k, v in dropped.items() if v) or "the file is empty"
+    example = ""
+    if first:
+        reason = max(first, key=lambda k: dropped[k])
+        number, text = first[reason]
+        example = f" Line {number} ({reason}): '{text}'{_HINTS.get(reason, '')}."
+    scope = f"({lines} lines; {reasons})" if whole else f"in its first {lines} lines ({reasons})"
+    return CorpusError(f"{where} has no usable sentence pair {scope}.{example} Expected UTF-8 "
+                       f"lines 'English<TAB>translation[<TAB>attribution]'.")
+
+
 def read_pair_file(path, language: Optional[str] = None) -> PairFile:
     """Reads every line of a pair file; raises ``CorpusError`` when no line is usable."""
     data, member = read_bytes(path, language)
@@ -244,15 +265,29 @@ def read_pair_file(path, language: Optional[str] = None) -> PairFile:
     first: Dict[str, Tuple[int, str]] = {}
     pairs, lines, dropped, repaired, three = parse_lines(data, first)
     if not pairs:
-        reasons = ", ".join(f"{k}={v}" for k, v in dropped.items() if v) or "the file is empty"
-        example = ""
-        if first:
-            reason = max(first, key=lambda k: dropped[k])
-            number, text = first[reason]
-            example = f" Line {number} ({reason}): '{text}'{_HINTS.get(reason, '')}."
-        raise CorpusError(f"{where} has no usable sentence pair ({lines} lines; {reasons}).{example} Expected UTF-8 "
-                          f"lines 'English<TAB>translation[<TAB>attribution]'.")
+        raise _no_pair(where, lines, dropped, first)
     return PairFile(str(path), member, file_sha256(path), pairs, lines, dropped, repaired, three)
+
+
+HEAD_BYTES = 1 << 16  # what check_head reads: a zip's directory and its member's first 64 KiB
+
+
+def check_head(path, language: Optional[str] = None, limit: int = HEAD_BYTES) -> None:
+    """Raises ``CorpusError`` (the same line ``read_pair_file`` would) for what a file's start shows:
+    a truncated or damaged zip, no pair file inside it, UTF-16 text, or no usable pair among the
+    first lines (the whole file when it is that short). Reads at most ``limit`` bytes, in
+    milliseconds, so the config validator refuses such a file before TensorFlow starts; a file
+    that passes is read in full by ``read_pair_file`` later."""
+    data, member = read_bytes(path, language, limit + 1)
+    where = f"{path}{':' + member if member else ''}"
+    whole = len(data) <= limit
+    if not whole:  # whole lines only
+        data = data[: data.rfind(b"\n") + 1] or data[:limit]
+    check_encoding(data, where)
+    first: Dict[str, Tuple[int, str]] = {}
+    pairs, lines, dropped, _, _ = parse_lines(data, first)
+    if not pairs:
+        raise _no_pair(where, lines, dropped, first, whole)
 
 
 def group_split(keys: Sequence[str], sizes: Dict[str, Optional[int]], seed: int) -> Dict[str, List[int]]:

@@ -29,6 +29,9 @@ from zoo.data.task import DATASETS, Task
 from zoo.errors import ConfigError
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+# The targets are strings over data.alphabet: what the target vocabulary can hold, known before any
+# data is generated (zoo.config.target_vocabulary_bound, before TensorFlow starts).
+TARGET_VOCABULARY = {"symbols_from": "alphabet", "tokenizers": ("char",)}
 MODES = ("reverse", "copy")
 # The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
 # (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).

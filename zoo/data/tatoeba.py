@@ -39,6 +39,9 @@ from zoo.data import manythings, tokenizers
 from zoo.data.task import DATASETS, Task, length_boundaries
 from zoo.errors import ConfigError, CorpusError
 
+# data.max_size caps a word or character vocabulary (the subword learners take it as a target):
+# the bound the config validator checks decoding.beam_size against (zoo.config.target_vocabulary_bound).
+TARGET_VOCABULARY = {"size_from": "max_size", "tokenizers": ("word", "char")}
 PERCENTILES = (50, 90, 99)
 
 

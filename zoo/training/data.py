@@ -103,6 +103,10 @@ def load_data(cfg, replicas: int = 1) -> TrainData:
         raise ConfigError(f"trainer.batch_size={batch_size} is not valid with {replicas} replicas: "
                           f"the global batch must split evenly, e.g. trainer.batch_size={batch_size // replicas * replicas or replicas}.")
     task = load_task(cfg.data)
+    if cfg.get("decoding") is not None:  # a beam wider than the built vocabulary, named before the model is built
+        from zoo.export.translator import check_decoding
+
+        check_decoding(cfg.decoding, int(task.target_tokenizer.vocab_size))
     tokens = float(target_token_count(task, "train"))
     steps = int(t.steps_per_epoch) if t.steps_per_epoch else None
     if steps:

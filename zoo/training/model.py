@@ -22,8 +22,10 @@ def create_model(name: str, **kwargs):
 
     try:
         return zoo.models.create(name, **kwargs)
-    except InvalidArgument as error:
-        raise ConfigError(f"model.{error.name}={error.value!r} is not valid for model={name}: "
+    except InvalidArgument as error:  # an attention's option is named as the config spells it
+        options = kwargs.get("attention_options") or {}
+        key = f"attention_options.{error.name}" if error.name not in kwargs and error.name in options else error.name
+        raise ConfigError(f"model.{key}={error.value!r} is not valid for model={name}: "
                           f"expected {error.expected}.") from None
 
 
@@ -35,14 +37,11 @@ def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
     from zoo.training import optimizers
     from zoo.training.losses import WarmupSchedule
 
-    # Adam and AdamW update each variable in one kernel (zoo/training/optimizers.py)
-    classes = {"adam": optimizers.Adam, "adamw": optimizers.AdamW, "sgd": keras.optimizers.SGD}
     learning_rate = float(optimizer_cfg.learning_rate)
     warmup, decay = int(optimizer_cfg.get("warmup_steps") or 0), optimizer_cfg.get("decay") or "none"
     if warmup or decay != "none":
         learning_rate = WarmupSchedule(learning_rate, warmup, decay)
-    optimizer = classes[optimizer_cfg.name](learning_rate=learning_rate,
-                                            clipnorm=float(clipnorm) if clipnorm else None)
+    optimizer = optimizers.create(optimizer_cfg.name, learning_rate, clipnorm=float(clipnorm) if clipnorm else None)
     if loss_scale:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
