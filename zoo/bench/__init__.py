@@ -5,19 +5,26 @@ size of ``sizes`` (``small``: d2l's chapter sizes on 600 fra-eng pairs; ``base``
 1024, 2+2 Transformer layers, 8,000-word vocabularies, sentences up to 20 tokens; ``tiny``: the
 test's, on generated data):
 
+- every measurement below (but the variants, the input wait and the BLEU) once per ``kernels`` mode of
+  ``kernels`` (``[fast, reference]``: ``zoo/kernels.py``), side by side: each mode builds (same seed)
+  and traces its own step or search, and the modes take turns within every round, so what the fast
+  path buys is a ratio taken in one session;
 - training target tokens/s (real tokens), step time and analytic training FLOPs per step
   (``zoo.bench.flops``) of the project's own training step (``zoo.training.fit``), interleaved
   round by round with the in-run references (``zoo.bench.references``) on the same batches; the
   share of the machine's float32 matmul FLOP/s (measured in the same run, with bfloat16's) used;
 - the same step with ``trainer.precision=mixed_bfloat16`` and ``trainer.jit_compile=true``;
-- greedy, beam-4 and sampling sentences/s; cached vs full-recompute decoding; SavedModel
+- greedy, beam-4 and sampling sentences/s; beam-4 against greedy on four rows per sentence over one
+  encoding (the search's own overhead over the model's work); cached vs full-recompute decoding; SavedModel
   ``translate`` p50/p95 for one 10-word sentence and for 64 sentences;
 - the share of step time waiting for input in ``python train.py experiment=fra_eng``'s pipeline;
 - the ``experiment=fra_eng`` test BLEU of the newest finished run in the tracking store.
 
 Every target of ``targets`` is printed with its figure and PASS/FAIL (NOT MEASURED without a
-figure); the report goes to ``output_dir`` (``results.json``, ``report.md``) and to the MLflow
-experiment ``bench`` with the machine's description. Speed targets live here, never in unit tests.
+figure), judged with ``kernels=fast``, the other modes' figures beside it; the report goes to
+``output_dir`` (``results.json``, ``report.md``), to ``docs_page`` (``docs/benchmarks.md``, headed by
+the command line, date and machine) and to the MLflow experiment ``bench`` with the machine's
+description. Speed targets live here, never in unit tests.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -45,8 +52,25 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
+def modes_of(cfg) -> List[str]:
+    """The ``kernels`` modes to measure, in order, each once (``[fast]`` when none are given)."""
+    from zoo import kernels
+
+    return list(dict.fromkeys(cfg.get("kernels") or [kernels.FAST]))
+
+
+def target_mode(modes: Sequence[str]) -> str:
+    """The mode the targets are judged in: ``fast`` (the default path) when measured."""
+    from zoo import kernels
+
+    return kernels.FAST if kernels.FAST in modes else modes[0]
+
+
 def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
-    """Everything measured at one size: training rows (ours, references, variants) and decoding rows."""
+    """Everything measured at one size: training rows (ours, references, variants) and decoding rows,
+    ``{mode: {name: row}}`` for each ``kernels`` mode of ``cfg.kernels``. Each model is built (same seed)
+    and traced once per mode; all of them step in turn in the same rounds. The variants run in the
+    targets' mode only."""
     from omegaconf import OmegaConf
 
     from zoo.config import bench_rounds
@@ -59,15 +83,20 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
     seed = int(cfg.seed)
     batches = measure.fixed_batches(task, int(spec.batch_size), int(cfg.train.batches), seed)
     lr = float(cfg.train.learning_rate)
+    modes = modes_of(cfg)
+    judged = target_mode(modes)
     trainees = []
     overrides = {name: list(spec.model.get(name) or []) for name in names}
     for name in names:
-        trainees.append(measure.make_trainee(name, "ours", measure.zoo_builder(name, overrides[name], task, seed),
-                                             batches, lr))
+        for mode in modes:
+            trainees.append(measure.make_trainee(name, "ours", measure.zoo_builder(name, overrides[name], task, seed),
+                                                 batches, lr, mode=mode))
     for name in cfg.references or []:
         sizes = OmegaConf.to_container(spec.reference, resolve=True)
-        trainees.append(measure.make_trainee(name, "reference", measure.reference_builder(name, sizes, task, seed),
-                                             batches, lr))
+        for mode in modes:
+            trainees.append(measure.make_trainee(name, "reference",
+                                                 measure.reference_builder(name, sizes, task, seed), batches, lr,
+                                                 mode=mode))
     if size in (cfg.variants.sizes or []):
         padded = measure.pad_to_one_shape(batches)
         for run in cfg.variants.runs:
@@ -76,20 +105,24 @@ def bench_size(cfg, size: str, names: List[str]) -> Dict[str, object]:
                     trainees.append(measure.make_trainee(
                         f"{name}@{run.name}", "variant", measure.zoo_builder(name, overrides[name], task, seed),
                         padded if run.jit_compile else batches, lr, precision=str(run.precision),
-                        jit_compile=bool(run.jit_compile)))
+                        jit_compile=bool(run.jit_compile), mode=judged))
     rounds = bench_rounds(cfg, size, "rounds")
-    _say(f"[{size}] training: {', '.join(t.name for t in trainees)} ({len(batches)} batches x "
-         f"{rounds} interleaved rounds)")
+    _say(f"[{size}] training, kernels={'/'.join(modes)}: {', '.join(dict.fromkeys(t.name for t in trainees))} "
+         f"({len(batches)} batches x {rounds} interleaved rounds)")
     train = measure.train_throughput(trainees, rounds, int(cfg.train.warmup))
-    decode = {}
+    decode = {mode: {} for mode in modes}
+    decoded = list(cfg.decode.get("models") or names)
     if size in (cfg.decode.sizes or []):
         for trainee in trainees:
-            if trainee.kind == "ours":
-                _say(f"[{size}] decoding: {trainee.name}")
-                decode[trainee.name] = measure.decoding(
+            if trainee.kind == "ours" and trainee.mode == judged and trainee.name in decoded:
+                # its weights, traced in every mode
+                _say(f"[{size}] decoding, kernels={'/'.join(modes)}: {trainee.name}")
+                by_mode = measure.decoding(
                     trainee.model, task, int(cfg.decode.batch), int(cfg.decode.recompute_tokens),
                     int(cfg.decode.recompute_batch), int(cfg.decode.latency_calls),
-                    bench_rounds(cfg, size, "fixed_rounds"))
+                    bench_rounds(cfg, size, "fixed_rounds"), modes)
+                for mode, row in by_mode.items():
+                    decode[mode][trainee.name] = row
     return {"data": {k: v for k, v in data.items() if v is not None}, "batch_size": int(spec.batch_size),
             "source_vocab_size": task.source_tokenizer.vocab_size,
             "target_vocab_size": task.target_tokenizer.vocab_size, "train": train, "decode": decode}
@@ -102,8 +135,10 @@ def _matmul_peak(cfg) -> Dict[str, float]:
     return peak
 
 
-def run(cfg) -> Dict[str, object]:
-    """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report; returns the results."""
+def run(cfg, command: Optional[str] = None) -> Dict[str, object]:
+    """Runs the benchmark of ``cfg`` (``compose(...)``), prints and writes the report (``output_dir``, and
+    ``docs_page`` unless null); returns the results. ``command``: the command line that composed ``cfg``,
+    named on the docs page (``main`` passes it)."""
     set_onednn(cfg.get("onednn"), prefix="", command="python -m zoo.bench")  # before TensorFlow is imported
     set_threads(cfg.get("intra_op_threads"), cfg.get("inter_op_threads"), prefix="",
                 command="python -m zoo.bench")  # before any op runs
@@ -119,14 +154,16 @@ def run(cfg) -> Dict[str, object]:
     # The peak is measured before the first size and after each: a slow moment of a shared machine
     # lowers one measurement (and would raise every utilisation); the best of them is the machine's.
     peaks = [_matmul_peak(cfg)]
-    results = {"machine": machine, "description": measure.describe(machine), "sizes": {}, "config": _plain(cfg)}
+    modes = modes_of(cfg)
+    results = {"machine": machine, "description": measure.describe(machine), "command": command or "zoo.bench.run(cfg)",
+               "kernels": modes, "target_kernels": target_mode(modes), "sizes": {}, "config": _plain(cfg)}
     for size in cfg.sizes:
         results["sizes"][size] = bench_size(cfg, str(size), names)
         peaks.append(_matmul_peak(cfg))
     peak = {dtype: max(p[dtype] for p in peaks) for dtype in peaks[0]}
     results["matmul_flop_per_s"], results["matmul_measurements"] = peak, peaks
     for data in results["sizes"].values():
-        for row in data["train"].values():
+        for row in (row for rows in data["train"].values() for row in rows.values()):
             row["utilisation"] = row["flop_per_s"] / peak["float32"] if row.get("flop_per_s") else None
     wait = cfg.input_wait.overrides
     if wait:
@@ -144,7 +181,13 @@ def run(cfg) -> Dict[str, object]:
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     (out / "report.md").write_text(text, encoding="utf-8")
     results["run_id"] = reports.log_to_mlflow(results, uri, [out / "results.json", out / "report.md"])
-    _say(f"written: {out / 'report.md'}, {out / 'results.json'}; MLflow experiment 'bench', run {results['run_id']}")
+    written = [out / "report.md", out / "results.json"]
+    if cfg.get("docs_page"):
+        page = Path(str(cfg.docs_page))
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(reports.docs_page(results, text), encoding="utf-8")
+        written.append(page)
+    _say(f"written: {', '.join(map(str, written))}; MLflow experiment 'bench', run {results['run_id']}")
     return results
 
 
@@ -154,8 +197,18 @@ def _plain(cfg):
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+def problems(cfg) -> List[str]:
+    """The bench's own settings that ``zoo.config.bench_problems`` does not check: ``decode.models``."""
+    import zoo.catalog
+
+    measured = list(cfg.models) if cfg.get("models") else zoo.catalog.models("seq2seq")
+    return [f"decode.models: '{name}' is not among the models measured. Available: {', '.join(measured)} "
+            f"(default: null, all of them)" for name in cfg.decode.get("models") or [] if name not in measured]
+
+
 def main(argv=None) -> Dict[str, object]:
     """``python -m zoo.bench [key=value ...]``: Hydra overrides of ``conf/bench.yaml``."""
+    import shlex
     import sys
 
     from zoo.config import bench_problems
@@ -168,9 +221,9 @@ def main(argv=None) -> Dict[str, object]:
             print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
             raise SystemExit(2) from None
         raise
-    found = bench_problems(cfg)
+    found = bench_problems(cfg) + problems(cfg)
     if found:
         for line in found:
             print(f"error: {line}", file=sys.stderr)
         raise SystemExit(2)
-    return run(cfg)
+    return run(cfg, shlex.join(["python", "-m", "zoo.bench", *args]))

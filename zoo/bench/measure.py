@@ -10,6 +10,7 @@ import tempfile
 import time
 from typing import Dict, List
 
+from zoo import kernels
 from zoo.bench import flops as flop_counts
 from zoo.bench import references
 from zoo.environ import onednn_enabled
@@ -109,11 +110,13 @@ def lengths(batches):
 
 
 class Trainee:
-    """A model, its optimizer and the project's compiled training step (``zoo.training.fit``)."""
+    """A model, its optimizer and the project's compiled training step (``zoo.training.fit``), built
+    and traced under one ``kernels`` mode (``zoo.kernels``: the mode is read when the step is traced,
+    so each mode has its own model, optimizer and step)."""
 
-    def __init__(self, name, kind, model, optimizer, step, batches, forward_flops):
+    def __init__(self, name, kind, model, optimizer, step, batches, forward_flops, mode=kernels.FAST):
         self.name, self.kind, self.model, self.optimizer = name, kind, model, optimizer
-        self.step, self.batches, self.forward_flops = step, batches, forward_flops
+        self.step, self.batches, self.forward_flops, self.mode = step, batches, forward_flops, mode
         self.rounds: List[float] = []
 
     def run(self, batches=None):
@@ -121,14 +124,17 @@ class Trainee:
 
         stop = tf.constant(0.0)
         loss = None
-        for batch in batches if batches is not None else self.batches:
-            loss, _, _, _ = self.step(batch, stop)
-            float(loss)  # as the loop does each step: the step is finished here
+        with kernels.using(self.mode):  # the first call traces the step: under this trainee's mode
+            for batch in batches if batches is not None else self.batches:
+                loss, _, _, _ = self.step(batch, stop)
+                float(loss)  # as the loop does each step: the step is finished here
         return float(loss)
 
 
-def make_trainee(name, kind, build, batches, learning_rate, precision="float32", jit_compile=False):
-    """Builds ``build()`` under ``precision`` and wraps it with the training step ``fit`` runs."""
+def make_trainee(name, kind, build, batches, learning_rate, precision="float32", jit_compile=False,
+                 mode=kernels.FAST):
+    """Builds ``build()`` under ``precision`` and the ``kernels`` ``mode``, and wraps it with the
+    training step ``fit`` runs (traced under ``mode`` on its first run)."""
     import keras
     import tensorflow as tf
     from omegaconf import OmegaConf
@@ -139,7 +145,8 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
 
     keras.mixed_precision.set_global_policy(precision)
     try:
-        model, forward_flops = build()
+        with kernels.using(mode):
+            model, forward_flops = build()
         runtime = Runtime(strategy=tf.distribute.get_strategy(), device="cpu", precision=precision, replicas=1,
                           pipelines=1, is_chief=True, worker="chief")
         trainer = OmegaConf.create({"label_smoothing": 0.0, "clipnorm": 1.0, "jit_compile": bool(jit_compile)})
@@ -156,14 +163,15 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
     batch = rows.pop() if jit_compile and len(rows) == 1 else None
     spec = tf.nest.map_structure(lambda s: tf.TensorSpec([batch, None], s.dtype), spec)
     compiled = tf.function(step, input_signature=[spec, tf.TensorSpec([], tf.float32)], autograph=False)
-    return Trainee(name, kind, model, optimizer, compiled, batches, forward_flops)
+    return Trainee(name, kind, model, optimizer, compiled, batches, forward_flops, mode)
 
 
-def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[str, Dict[str, float]]:
+def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[str, Dict[str, Dict[str, object]]]:
     """Interleaved timing: in every round each trainee runs each of its batches once, step by step in
     turn (batch 1 for A, B, ..., then batch 2 ...), so a load that comes and goes on a shared machine
     slows every model alike within the round; a round's time per trainee is the sum of its steps, and
-    the median round counts."""
+    the median round counts. The same model under two ``kernels`` modes is two trainees, stepped in
+    turn like any other pair. Returns ``{mode: {name: row}}``."""
     for trainee in trainees:
         trainee.run(trainee.batches[:warmup])
     for _ in range(rounds):
@@ -176,19 +184,18 @@ def train_throughput(trainees: List[Trainee], rounds: int, warmup: int) -> Dict[
                     spent[k] += time.perf_counter() - start
         for trainee, seconds in zip(trainees, spent):
             trainee.rounds.append(seconds)
-    out = {}
+    out: Dict[str, Dict[str, Dict[str, object]]] = {}
     for trainee in trainees:
         src, tgt = lengths(trainee.batches)
         seconds = statistics.median(trainee.rounds)
         steps = len(trainee.batches)
-        out[trainee.name] = {
-            "kind": trainee.kind, "params": int(trainee.model.count_params()), "steps": steps,
-            "step_ms": 1000.0 * seconds / steps, "tokens_per_s": float(tgt.sum()) / seconds,
-            "train_flops_per_step": flop_counts.training_flops(trainee.forward_flops(src, tgt)) / steps
-            if trainee.forward_flops else None,
-            "rounds_s": [round(r, 4) for r in trainee.rounds]}
-        flops = out[trainee.name]["train_flops_per_step"]
-        out[trainee.name]["flop_per_s"] = flops / (seconds / steps) if flops else None
+        row = {"kind": trainee.kind, "params": int(trainee.model.count_params()), "steps": steps,
+               "step_ms": 1000.0 * seconds / steps, "tokens_per_s": float(tgt.sum()) / seconds,
+               "train_flops_per_step": flop_counts.training_flops(trainee.forward_flops(src, tgt)) / steps
+               if trainee.forward_flops else None,
+               "rounds_s": [round(r, 4) for r in trainee.rounds]}
+        row["flop_per_s"] = row["train_flops_per_step"] / (seconds / steps) if row["train_flops_per_step"] else None
+        out.setdefault(trainee.mode, {})[trainee.name] = row
     return out
 
 
@@ -229,11 +236,6 @@ def reference_builder(name, sizes, task, seed):
     return build
 
 
-def _best(fn, repeats=3):
-    """The best of ``repeats`` timed calls of ``fn`` (seconds), after one untimed call."""
-    return _best_alternating({"fn": fn}, repeats)["fn"]
-
-
 def _best_alternating(fns, rounds, times=None):
     """``{name: best seconds}`` of ``fns`` (name -> callable), each called once to warm up, then in
     turn for ``rounds`` rounds: a slow moment of the machine falls on all of them alike, so the
@@ -253,79 +255,114 @@ def _best_alternating(fns, rounds, times=None):
     return best
 
 
-def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: int,
-             latency_calls: int, fixed_rounds: int) -> Dict[str, float]:
-    """Greedy / beam-4 / sampling sentences/s, cached vs full recompute, SavedModel translate p50/p95."""
+def _in_mode(mode, fn):
+    """``fn`` called under the ``kernels`` ``mode``: a ``tf.function`` in it is traced under that mode on
+    its first call, and keeps it."""
+    def call():
+        with kernels.using(mode):
+            return fn()
+
+    return call
+
+
+def _searches(model, max_length: int, recompute_tokens: int):
+    """The decoding functions the bench times, fresh (untraced) ``tf.function``s: one set per mode."""
+    import tensorflow as tf
+
+    from zoo.decoding import beam_search, greedy_decode, sample_decode
+    from zoo.decoding.full_recompute import full_recompute_greedy
+
+    def compiled(fn):
+        return tf.function(fn, autograph=False)
+
+    return {
+        "greedy": compiled(lambda s: greedy_decode(model, s, max_length)),
+        "beam4": compiled(lambda s: beam_search(model, s, max_length, beam_size=4, nbest=False)["ids"]),
+        "sample": compiled(lambda s: sample_decode(model, s, max_length, temperature=0.8, top_p=0.9)),
+        # The searches at equal length, <eos> off (``fixed``): what a sentence costs, apart from when
+        # each search stops (the bench's briefly trained models stop early and at different steps).
+        "greedy_fixed": compiled(lambda s: greedy_decode(model, s, max_length, eos_id=-1)[0]),
+        "beam4_fixed": compiled(lambda s: beam_search(model, s, max_length, beam_size=4, eos_id=-1, nbest=False)["ids"]),
+        # Greedy on four rows per sentence over one encoding: the model's own work in beam-4's steps,
+        # with an argmax for a ranking; beam-4 over it is the search's own overhead.
+        "greedy_x4_fixed": compiled(lambda s: greedy_decode(_EncodedOnce(model, 4), s, max_length, eos_id=-1)[0]),
+        "cached": compiled(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0]),
+        "full": compiled(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0])}
+
+
+def decoding(model, task, batch: int, recompute_tokens: int, recompute_batch: int, latency_calls: int,
+             fixed_rounds: int, modes=(kernels.FAST,)) -> Dict[str, Dict[str, object]]:
+    """``{mode: row}``: greedy / beam-4 / sampling sentences/s, the searches at equal length (beam-4
+    against greedy on one row and on four rows per sentence; one sentence alone), cached vs full
+    recompute, SavedModel translate p50/p95, for each ``kernels`` mode of ``modes`` on the same
+    weights. Each mode traces its own functions; every measurement alternates the modes (and the
+    searches) call by call, so their ratios saw the same moments of the machine."""
     import numpy as np
     import tensorflow as tf
 
     from zoo.data.task import encode
-    from zoo.decoding import beam_search, greedy_decode, sample_decode
-    from zoo.decoding.full_recompute import full_recompute_greedy
     from zoo.export.translator import Translator
 
     sources = tf.cast(encode(task, "test")[0].to_tensor()[:batch], tf.int32)
     n = int(sources.shape[0])
-    row = {}
-    greedy = tf.function(lambda s: greedy_decode(model, s, task.max_target_length), autograph=False)
-    beam = tf.function(lambda s: beam_search(model, s, task.max_target_length, beam_size=4, nbest=False)["ids"],
-                       autograph=False)
-    sample = tf.function(lambda s: sample_decode(model, s, task.max_target_length, temperature=0.8, top_p=0.9), autograph=False)
-    for key, fn in (("greedy", greedy), ("beam4", beam), ("sample", sample)):
-        row[f"{key}_sent_per_s"] = n / _best(lambda fn=fn: tf.nest.map_structure(lambda t: t.numpy(), fn(sources)))
-    # The same two searches for max_target_length steps each, <eos> off: what a sentence costs at equal
-    # length. The sentences/s above also measure when each search stops, and the bench's briefly trained
-    # models stop early and at different steps (greedy after one step where every first token is <eos>).
     steps = task.max_target_length
-    greedy_fixed = tf.function(lambda s: greedy_decode(model, s, steps, eos_id=-1)[0], autograph=False)
-    beam_fixed = tf.function(lambda s: beam_search(model, s, steps, beam_size=4, eos_id=-1, nbest=False)["ids"],
-                             autograph=False)
-    row["fixed_steps"] = int(steps)
-    # Greedy decoding of every sentence four times over one encoding: the model's own steps for beam-4's
-    # rows, with greedy's argmax for a ranking. Where the model's steps are the time (matmuls at the
-    # machine's peak), this is the least an exact beam-4 can take, less its first step (once per
-    # sentence): the beam target's reachable floor.
-    fourfold = tf.function(lambda s: greedy_decode(_EncodedOnce(model, 4), s, steps, eos_id=-1)[0], autograph=False)
-    repeated = tf.repeat(sources, 4, axis=0)
-    # And for one sentence alone (interactive use): there a step reads each weight for one row or four,
-    # so beam search costs far less than four greedy searches.
-    one = sources[:1]
-    rounds = {}
-    fixed = _best_alternating({"greedy": lambda: greedy_fixed(sources).numpy(),
-                               "beam4": lambda: beam_fixed(sources).numpy(),
-                               "greedy_x4": lambda: fourfold(repeated).numpy(),
-                               "greedy_1": lambda: greedy_fixed(one).numpy(),
-                               "beam4_1": lambda: beam_fixed(one).numpy()}, fixed_rounds, rounds)
-    for key, seconds in fixed.items():
-        row[f"{key}_fixed_ms"] = 1000.0 * seconds
-    # beam-4 / greedy in each round (the two timed one after the other): the spread of the ratio of bests
-    row["beam4_over_greedy_rounds"] = [beam / greedy for beam, greedy in zip(rounds["beam4"], rounds["greedy"])]
-    cached = tf.function(lambda s: greedy_decode(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
-    full = tf.function(lambda s: full_recompute_greedy(model, s, recompute_tokens, eos_id=-1)[0], autograph=False)
-    small = sources[:recompute_batch]
-    row["cached_s"] = _best(lambda: cached(small).numpy())
-    row["full_s"] = _best(lambda: full(small).numpy(), repeats=1)
+    fns = {mode: _searches(model, steps, recompute_tokens) for mode in modes}
+    rows = {mode: {"fixed_steps": int(steps)} for mode in modes}
 
-    translator = Translator(model, task.source_tokenizer, task.target_tokenizer, task.max_source_length,
-                            task.max_target_length)
+    def timed(calls, rounds, times=None):
+        """``{(mode, key): best seconds}`` of ``calls`` (key -> (function name, input)) in every mode,
+        alternating key by key and mode by mode."""
+        def numpy(out):
+            return tf.nest.map_structure(lambda t: t.numpy(), out)
+
+        return _best_alternating({(mode, key): _in_mode(mode, lambda f=fns[mode][name], x=x: numpy(f(x)))
+                                  for key, (name, x) in calls.items() for mode in modes}, rounds, times)
+
+    for (mode, key), seconds in timed({k: (k, sources) for k in ("greedy", "beam4", "sample")}, 3).items():
+        rows[mode][f"{key}_sent_per_s"] = n / seconds
+    one = sources[:1]  # one sentence alone (interactive use): a step reads each weight for one row or four
+    rounds: Dict[object, List[float]] = {}
+    fixed = timed({"greedy": ("greedy_fixed", sources), "beam4": ("beam4_fixed", sources),
+                   "greedy_x4": ("greedy_x4_fixed", tf.repeat(sources, 4, axis=0)),
+                   "greedy_1": ("greedy_fixed", one), "beam4_1": ("beam4_fixed", one)}, fixed_rounds, rounds)
+    for (mode, key), seconds in fixed.items():
+        rows[mode][f"{key}_fixed_ms"] = 1000.0 * seconds
+    for mode in modes:  # each round's ratio (its two calls one after the other): the spread of the bests' ratio
+        for over in ("greedy", "greedy_x4"):
+            rows[mode][f"beam4_over_{over}_rounds"] = [beam / other for beam, other in
+                                                      zip(rounds[(mode, "beam4")], rounds[(mode, over)])]
+    small = sources[:recompute_batch]
+    for key, repeats in (("cached", 3), ("full", 1)):
+        for (mode, _), seconds in timed({key: (key, small)}, repeats).items():
+            rows[mode][f"{key}_s"] = seconds
+
     texts = list(task.splits["test"][0][:batch])
     ten = [t for t in task.splits["test"][0] if len(t.split()) == 10][:1] or texts[:1]
     with tempfile.TemporaryDirectory() as directory:
-        translator.save(directory)
-        loaded = tf.saved_model.load(directory)
+        loaded = {}
+        for mode in modes:
+            translator = Translator(model, task.source_tokenizer, task.target_tokenizer, task.max_source_length,
+                                    task.max_target_length)
+            with kernels.using(mode):  # traced as it is saved
+                translator.save(os.path.join(directory, mode))
+            loaded[mode] = tf.saved_model.load(os.path.join(directory, mode))
         for key, inputs, calls in (("savedmodel_1", ten, latency_calls),
                                    ("savedmodel_64", texts, max(3, latency_calls // 4))):
             batch_in = tf.constant(inputs)
-            loaded.translate(batch_in)["text"].numpy()
-            times = []
+            times = {mode: [] for mode in modes}
+            for mode in modes:
+                loaded[mode].translate(batch_in)["text"].numpy()
             for _ in range(calls):
-                start = time.perf_counter()
-                loaded.translate(batch_in)["text"].numpy()
-                times.append(1000.0 * (time.perf_counter() - start))
-            row[f"{key}_p50_ms"] = float(np.percentile(times, 50))
-            row[f"{key}_p95_ms"] = float(np.percentile(times, 95))
-    row["ten_word_sentence"] = ten[0]
-    return row
+                for mode in modes:
+                    start = time.perf_counter()
+                    loaded[mode].translate(batch_in)["text"].numpy()
+                    times[mode].append(1000.0 * (time.perf_counter() - start))
+            for mode in modes:
+                rows[mode][f"{key}_p50_ms"] = float(np.percentile(times[mode], 50))
+                rows[mode][f"{key}_p95_ms"] = float(np.percentile(times[mode], 95))
+    for mode in modes:
+        rows[mode]["ten_word_sentence"] = ten[0]
+    return rows
 
 
 class _EncodedOnce:
