@@ -103,6 +103,13 @@ def test_the_replacements_are_registered_and_left_out_of_exports(key):
         assert kernels.replacement(key) is None
 
 
+def test_the_additive_score_as_one_matmul_stays_in_exports():
+    """No custom gradient: a SavedModel keeps it."""
+    key = "zoo.attention.additive_attention.AdditiveAttention.score"
+    with kernels.using("fast"), kernels.exporting():
+        assert kernels.replacement(key) is fast.additive_score
+
+
 def test_reference_attention_is_plain_keras_ops():
     """The reference traces to no TensorFlow-only kernel: no BatchMatMulV3, LogSoftmax or int32 moves."""
     layer = zoo.attention.create("multi_head", num_heads=2, key_dim=3)

@@ -85,10 +85,8 @@ class RotaryPositionEmbedding(keras.layers.Layer):
         angles = positions[:, None] * theta[None, :]  # [T, d/2]
         shape = [1] * (rank - 1) + [depth]
         shape[axis] = -1
-        # x rot = x * (c0, c0, c1, c1, ...) + (x1, x0, x3, x2, ...) * (-s0, s0, -s1, s1, ...): three
-        # element-wise passes and a swap of each pair (a reverse of [..., d/2, 2]), where the even and
-        # odd features as strided slices, stacked back, cost their gradients a scatter each:
-        # [64, 4, 20, 64] forward and backward 5.4 -> 1.6 ms (docs/performance.md), the same numbers.
+        # RoFormer eq. 34: R x = x * (c0, c0, c1, c1, ...) + (x1, x0, x3, x2, ...) * (-s0, s0, -s1, s1, ...),
+        # the swap of each pair a reverse of [..., d/2, 2].
         cos = ops.reshape(ops.repeat(ops.cos(angles), 2, axis=-1), shape)
         sin = ops.reshape(ops.stack([-ops.sin(angles), ops.sin(angles)], axis=-1), shape)
         size = ops.shape(inputs)

@@ -322,3 +322,15 @@ def write_cache(cache_keys, cache_values, keys, values, step):
     slots = ops.arange(shape[2], dtype="int32")[None, :]  # [1, L]
     return write(cache_keys, keys), write(cache_values, values), ops.expand_dims(slots <= step[:, None], 1)
 
+
+
+@replaces("zoo.attention.additive_attention.AdditiveAttention.score")
+def additive_score(self, query, prepared_key):
+    """``AdditiveAttention.score`` with ``v^T tanh(...)`` as one ``[B Tq Tv, U] x [U, 1]`` matmul: the
+    einsum's kernel took 73 against 30 us forward and backward at d2l's ``[64, 1, 9, 32]``, 686 against
+    488 us at ``[64, 4, 20, 256]``."""
+    q = self.query_dense(query)
+    hidden = ops.tanh(ops.expand_dims(q, -2) + ops.expand_dims(prepared_key, -3))  # [B, Tq, Tv, U]
+    v = ops.expand_dims(ops.cast(self.scorer(), hidden.dtype), -1)
+    scores = ops.matmul(ops.reshape(hidden, (-1, hidden.shape[-1])), v)
+    return ops.reshape(scores, ops.shape(hidden)[:-1])
