@@ -145,14 +145,15 @@ def make_trainee(name, kind, build, batches, learning_rate, precision="float32",
 
     keras.mixed_precision.set_global_policy(precision)
     try:
-        with kernels.using(mode):
+        with kernels.using(mode):  # the model, and the optimizer (its fast replacement is chosen as it is made)
             model, forward_flops = build()
-        runtime = Runtime(strategy=tf.distribute.get_strategy(), device="cpu", precision=precision, replicas=1,
-                          pipelines=1, is_chief=True, worker="chief")
-        trainer = OmegaConf.create({"label_smoothing": 0.0, "clipnorm": 1.0, "jit_compile": bool(jit_compile)})
-        optimizer = make_optimizer(OmegaConf.create({"name": "adam", "learning_rate": learning_rate}), clipnorm=1.0)
-        optimizer.build(model.trainable_variables)
-        step, _ = make_train_step(model, optimizer, runtime, trainer)
+            runtime = Runtime(strategy=tf.distribute.get_strategy(), device="cpu", precision=precision, replicas=1,
+                              pipelines=1, is_chief=True, worker="chief")
+            trainer = OmegaConf.create({"label_smoothing": 0.0, "clipnorm": 1.0, "jit_compile": bool(jit_compile)})
+            optimizer = make_optimizer(OmegaConf.create({"name": "adam", "learning_rate": learning_rate}),
+                                       clipnorm=1.0)
+            optimizer.build(model.trainable_variables)
+            step, _ = make_train_step(model, optimizer, runtime, trainer)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     spec = tf.data.Dataset.from_tensors(batches[0]).element_spec
