@@ -20,7 +20,7 @@ def main(cfg: DictConfig) -> float:
     from zoo.training import Interrupted, NonFiniteLoss, train
 
     try:
-        metrics = train(cfg)
+        metrics = train(cfg, validated=True)  # exit_on_bad_command_line checked it before Hydra ran
     except ConfigError as error:
         print_errors(error)
         sys.exit(2)

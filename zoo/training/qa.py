@@ -1,6 +1,6 @@
-"""The story-QA job (``task: qa`` models on ``data=story_qa``): the same stages and loop as translation.
+"""The story-QA task kind (``task: qa`` models on ``data=story_qa``) of the one run lifecycle.
 
-What differs from ``job._train`` is small and lives here: the data (``zoo.data.story_qa``
+What differs from translation is small and lives here (``QAKind``): the data (``zoo.data.story_qa``
 batches ``((story [B, S, W], question [B, Wq]), answer [B, 1])``), the model's sizes
 (``vocab_size`` and, where the model takes it, ``memory_size``), the exported module
 (``zoo.export.reader.Reader``: raw story and question strings in) and the scoring
@@ -15,19 +15,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-import shutil
-import tempfile
-import time
 from typing import Dict, Optional
 
 from omegaconf import OmegaConf
 
 from zoo.config import model_kwargs
-from zoo.training import checkpoint, log, resume
 from zoo.training.data import epoch_seed
-from zoo.training.fit import LoopState, fit
+from zoo.training.lifecycle import TaskKind
 from zoo.training.model import create_model, make_optimizer
-from zoo.training.signals import Interrupted, handle_signals
 
 DATA_SIZES = ("vocab_size", "memory_size")  # from the data, never from a config
 
@@ -98,80 +93,77 @@ def make_reader(model, task):
     return Reader(model, task.tokenizer, task.memory_size, task.max_words, task.max_question_words)
 
 
-def train_qa(cfg, runtime, uri: str, resume_run=None, stopped_message=None) -> Dict[str, object]:
-    """Trains a ``task: qa`` model; the stages and the run contract of ``job._train``.
+class QAKind(TaskKind):
+    """Story question answering for the run lifecycle (``zoo.training.lifecycle.run``): ``QAData``, a
+    ``QAModel`` with the data's sizes, accuracy and evidence per epoch and at the end, the ``Reader``."""
 
-    ``stopped_message(stopped, run_id, state, trainer)`` words the ``Interrupted`` a signal raises.
-    """
-    import zoo.evaluation.qa as qa
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._reader = (None, None)  # (model, its reader): traced once, used for scoring and export
 
-    if runtime.replicas > 1 or runtime.precision != "float32":
-        from zoo.errors import ConfigError
+    def reader(self, data, model):
+        if self._reader[0] is not model:
+            self._reader = (model, make_reader(model, data.task))
+        return self._reader[1]
 
-        raise ConfigError("story-QA models train with trainer.strategy=default and trainer.precision=float32 "
-                          f"(got strategy={cfg.trainer.strategy}, precision={cfg.trainer.precision}).")
-    started = time.perf_counter()
-    data = load_qa_data(cfg)
-    task, t = data.task, cfg.trainer
-    with runtime.strategy.scope():
-        model = build_qa_model(cfg, task)
-        optimizer = make_optimizer(cfg.optimizer, clipnorm=t.clipnorm)
-        optimizer.build(model.trainable_variables)
-    reader = make_reader(model, task)
-    val_examples = task.examples["val"]
+    def check_runtime(self, runtime) -> None:
+        """One replica in float32: the story-QA models have no distributed or mixed-precision path."""
+        if runtime.replicas > 1 or runtime.precision != "float32":
+            from zoo.errors import ConfigError
 
-    def val_metrics():
-        metrics, _ = qa.score_qa(reader.answer, val_examples)
-        return {"accuracy": metrics["accuracy"], "evidence": metrics["evidence"]}
+            raise ConfigError("story-QA models train with trainer.strategy=default and trainer.precision=float32 "
+                              f"(got strategy={self.cfg.trainer.strategy}, precision={self.cfg.trainer.precision}).")
 
-    state, best_weights, run_id, directory = None, None, None, None
-    try:
-        with handle_signals() as stop, log.open_run(cfg, task, model, uri, str(t.checkpoint_dir), resume_run) as run_id:
-            directory = os.path.join(str(t.checkpoint_dir), run_id)
-            if resume_run is not None:
-                found = checkpoint.latest(resume.checkpoint_dir(resume_run) or directory)
-                if found is not None:
-                    saved, best_weights = checkpoint.load(found, model, optimizer)
-                    state = LoopState(**saved)
-                    print(f"Resuming from {found} (epoch {state.epoch + 1}, step {state.global_step})", flush=True)
-                    log.log_unlogged_epochs(run_id, state.history)
-            with stop.deferring():
-                fitted = fit(model, optimizer, data, runtime, t, metric="accuracy", val_metrics=val_metrics,
-                             on_epoch=log.log_epoch, stop=stop, checkpoint_dir=directory, state=state,
-                             best_weights=best_weights)
-            state = fitted.state
-            log.log_metrics({"train_seconds_per_step": state.train_step_seconds / max(state.train_steps, 1),
-                             "train_traces": state.traces})
-            metrics, outputs = qa.score_qa(reader.answer, task.examples["test"])
-            with tempfile.TemporaryDirectory() as workdir:
-                qa.log_qa_outputs("test", task.examples["test"], metrics, outputs, int(cfg.tracking.attention_plots),
-                                  int(cfg.tracking.predictions), workdir, model.has_word_attention)
-                if cfg.tracking.export:
-                    exported = export_reader(reader, model, task, OmegaConf.to_yaml(cfg, resolve=True), workdir)
-                    log.log_files([exported["saved_model"], exported["vocab"]])
-                    if cfg.tracking.log_pyfunc:
-                        from zoo.export.pyfunc import log_reader_pyfunc
+    def build_data(self, runtime) -> QAData:
+        return load_qa_data(self.cfg)
 
-                        log_reader_pyfunc(exported["saved_model"])
-            train_seconds = state.elapsed_seconds
-            log.log_metrics({"train_seconds": train_seconds, "total_seconds": time.perf_counter() - started,
-                             "epochs_trained": len(state.history), "tracking_seconds": log.tracking_seconds()})
-            summary = (f"test_accuracy = {metrics['accuracy']:.4f}   test_evidence = {metrics['evidence']:.4f}   "
-                       f"({len(state.history)} epochs, {train_seconds:.0f} s training)")
-            log.finish(summary, run_id, cfg, "test_accuracy")
-    except Interrupted as stopped:
-        message = stopped_message(stopped, run_id, state, t) if stopped_message else str(stopped)
-        raise Interrupted(stopped.signum, message) from None
-    if directory and os.path.isdir(directory):
-        shutil.rmtree(directory, ignore_errors=True)
+    def build_model(self, data, runtime):
+        with runtime.strategy.scope():
+            model = build_qa_model(self.cfg, data.task)
+            optimizer = make_optimizer(self.cfg.optimizer, clipnorm=self.cfg.trainer.clipnorm)
+            optimizer.build(model.trainable_variables)
+        return model, optimizer
 
-    result = {f"test_{k}": v for k, v in metrics.items()}
-    result.update({"run_id": run_id, "train_seconds": train_seconds, "objective": "test_accuracy"})
-    print("\n" + qa.format_table(result, task.kinds))
-    print(f"({len(state.history)} epochs, {train_seconds:.0f} s training)")
-    print(f"MLflow run id: {run_id}")
-    print(f"Open the MLflow UI: {log.ui_command(uri)}", flush=True)
-    return result
+    def metric(self, data) -> str:
+        return "accuracy"
+
+    def validation(self, data, model, runtime):
+        import zoo.evaluation.qa as qa
+
+        answer, examples = self.reader(data, model).answer, data.task.examples["val"]
+
+        def val_metrics() -> Dict[str, float]:
+            metrics, _ = qa.score_qa(answer, examples)
+            return {"accuracy": metrics["accuracy"], "evidence": metrics["evidence"]}
+
+        return val_metrics
+
+    def score(self, data, model, workdir: str) -> Dict[str, float]:
+        import zoo.evaluation.qa as qa
+
+        task, tracking = data.task, self.cfg.tracking
+        metrics, outputs = qa.score_qa(self.reader(data, model).answer, task.examples["test"])
+        qa.log_qa_outputs("test", task.examples["test"], metrics, outputs, int(tracking.attention_plots),
+                          int(tracking.predictions), workdir, model.has_word_attention)
+        return {f"test_{k}": v for k, v in metrics.items()}
+
+    def export(self, data, model, config_yaml: str, workdir: str) -> Dict[str, str]:
+        return export_reader(self.reader(data, model), model, data.task, config_yaml, workdir)
+
+    def log_served_model(self, saved_model: str) -> None:
+        from zoo.export.pyfunc import log_reader_pyfunc
+
+        log_reader_pyfunc(saved_model)
+
+    def summary(self, data, metrics: Dict[str, float], epochs: int, train_seconds: float) -> str:
+        return (f"test_accuracy = {metrics['test_accuracy']:.4f}   test_evidence = {metrics['test_evidence']:.4f}   "
+                f"({epochs} epochs, {train_seconds:.0f} s training)")
+
+    def report(self, data, result, summary: str):
+        """Accuracy and evidence per kind of question, then epochs and training time."""
+        import zoo.evaluation.qa as qa
+
+        return ["", qa.format_table(result, data.task.kinds), summary[summary.rindex("("):]]
 
 
 def export_reader(reader, model, task, config_yaml: str, workdir: str) -> Dict[str, str]:
