@@ -5,10 +5,10 @@ size of ``sizes`` (``small``: d2l's chapter sizes on 600 fra-eng pairs; ``base``
 1024, 2+2 Transformer layers, 8,000-word vocabularies, sentences up to 20 tokens; ``tiny``: the
 test's, on generated data):
 
-- every measurement below (but the variants, the input wait and the BLEU) once per ``kernels`` mode of
-  ``kernels`` (``[fast, reference]``: ``zoo/kernels.py``), side by side: each mode builds (same seed)
-  and traces its own step or search, and the modes take turns within every round, so what the fast
-  path buys is a ratio taken in one session;
+- every training and decoding measurement below once per mode of ``kernels`` (``[fast, reference]``:
+  ``zoo/kernels.py``), side by side: each mode builds (same seed) and traces its own step or search,
+  and the modes take turns within every round, so what the fast path buys is a ratio taken in one
+  session (the variants and the input wait run in the targets' mode, ``fast``, only);
 - training target tokens/s (real tokens), step time and analytic training FLOPs per step
   (``zoo.bench.flops``) of the project's own training step (``zoo.training.fit``), interleaved
   round by round with the in-run references (``zoo.bench.references``) on the same batches; the
@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from zoo import kernels  # noqa: E402
 from zoo.bench import measure  # noqa: E402
 from zoo.bench import report as reports  # noqa: E402
 from zoo.environ import set_onednn, set_threads  # noqa: E402
@@ -54,15 +55,11 @@ def _say(text: str) -> None:
 
 def modes_of(cfg) -> List[str]:
     """The ``kernels`` modes to measure, in order, each once (``[fast]`` when none are given)."""
-    from zoo import kernels
-
     return list(dict.fromkeys(cfg.get("kernels") or [kernels.FAST]))
 
 
 def target_mode(modes: Sequence[str]) -> str:
     """The mode the targets are judged in: ``fast`` (the default path) when measured."""
-    from zoo import kernels
-
     return kernels.FAST if kernels.FAST in modes else modes[0]
 
 
@@ -168,7 +165,9 @@ def run(cfg, command: Optional[str] = None) -> Dict[str, object]:
     wait = cfg.input_wait.overrides
     if wait:
         _say(f"input wait: python train.py {' '.join(wait)}")
-        results["input_wait"] = measure.input_wait(list(wait), int(cfg.input_wait.steps), int(cfg.input_wait.warmup))
+        with kernels.using(results["target_kernels"]):  # the step as the targets' mode traces it
+            results["input_wait"] = measure.input_wait(list(wait), int(cfg.input_wait.steps),
+                                                       int(cfg.input_wait.warmup))
     uri = resolve_tracking_uri(cfg.tracking.uri)
     found = measure.newest_run(uri, str(cfg.bleu_run.experiment), str(cfg.bleu_run.overrides))
     results["fra_eng_run"] = ({"run_id": found[0], "test_bleu": found[1], "train_seconds": found[2]}
