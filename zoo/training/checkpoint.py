@@ -232,6 +232,10 @@ def newest_readable(directory, model, optimizer, set_rng: bool = True, set_aside
             continue
         for bad, error in damaged:
             aside = bad.with_name(f"unreadable-{bad.name}")
+            for n in range(2, 1000):  # one set aside before under the same name (a second damaged resume)
+                if not aside.exists():
+                    break
+                aside = bad.with_name(f"unreadable-{bad.name}-{n}")
             if set_aside:
                 os.rename(bad, aside)
             print(f"warning: checkpoint {bad} cannot be restored ({error}); "
