@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.config import redacted
 from zoo.tracking import tracking_credentials
-from zoo.training import checkpoint, log, resume
+from zoo.training import log, resume
 from zoo.training.callbacks import input_seconds_per_batch
 from zoo.training.fit import FitResult, LoopState, fit
 from zoo.training.model import weights_digest
@@ -134,6 +134,10 @@ def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, 
     t = cfg.trainer
     data = kind.build_data(runtime)
     model, optimizer = kind.build_model(data, runtime)
+    # The newest checkpoint that can be read, before the run reopens: when none can, one line says so
+    # and the run keeps its status (zoo.training.resume.restore).
+    restored = (resume.restore(resume_run, str(t.checkpoint_dir), model, optimizer, runtime.is_chief)
+                if resume_run is not None else None)
     state, best_weights, run_id, directory = None, None, None, None
     try:
         with handle_signals() as stop, log.open_run(cfg, data.task, model, uri, str(t.checkpoint_dir), resume_run,
@@ -141,7 +145,7 @@ def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, 
             run_id = run_id or (resume_run.info.run_id if resume_run is not None else None)
             directory = os.path.join(str(t.checkpoint_dir), run_id) if run_id else None
             if resume_run is not None:
-                state, best_weights = _restore(resume_run, directory, model, optimizer, runtime.is_chief, run_id)
+                state, best_weights = resume.continue_from(restored, run_id, runtime.is_chief)
             with stop.deferring():
                 fitted = kind.fit(data, model, optimizer, runtime, on_epoch=log.epoch_logger(on_epoch), stop=stop,
                                   checkpoint_dir=directory if runtime.is_chief else None, state=state,
@@ -177,20 +181,6 @@ def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, 
     print(f"MLflow run id: {run_id}")
     print(f"Open the MLflow UI: {log.ui_command(uri)}", flush=True)
     return result
-
-
-def _restore(resume_run, directory: Optional[str], model, optimizer, is_chief: bool, run_id: Optional[str]):
-    """``(loop state, best weights)`` of the run's newest checkpoint, or ``(None, None)`` when it has none;
-    the epochs the kill left unlogged are logged now."""
-    found = checkpoint.latest(resume.checkpoint_dir(resume_run) or directory)
-    if found is None:
-        return None, None
-    saved, best_weights = checkpoint.load(found, model, optimizer)
-    state = LoopState(**saved)
-    print(f"Resuming from {found} (epoch {state.epoch + 1}, step {state.global_step})", flush=True)
-    if is_chief:
-        log.log_unlogged_epochs(run_id, state.history)
-    return state, best_weights
 
 
 def resume_command(run_id: str) -> str:
