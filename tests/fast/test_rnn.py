@@ -1,7 +1,8 @@
 """``zoo.fast.rnn``: ``rnn.run_layer``'s fast path (one input product, the time loop's gradient
 written out) equals the reference (Keras' layer): the same outputs at real steps, final states and
 gradients, for GRU and LSTM, one and both directions, padded rows (length 0 included), initial
-states, in eager, graph and XLA; and the cases that must fall back to the reference."""
+states, in eager, graph and XLA; the RNN models' logits, loss and gradients; and the cases that must
+fall back to the reference."""
 
 import keras
 import numpy as np
@@ -145,3 +146,38 @@ def test_layers_that_are_not_plain_run_the_reference():
         want = layer(x, mask=mask)
         for a, b in zip(want, _run("fast", layer, x, mask=mask)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name, options", [
+    ("bahdanau", {"cell": "gru"}), ("bahdanau", {"cell": "lstm", "num_layers": 2}),
+    ("luong", {"cell": "lstm"}), ("luong", {"cell": "gru", "bidirectional": False}),
+    ("seq2seq", {"cell": "gru", "bidirectional": True, "num_layers": 2})],
+    ids=["bahdanau-gru", "bahdanau-lstm-2", "luong-lstm", "luong-gru-1way", "seq2seq-gru-2"])
+def test_rnn_models_train_alike_fast_and_reference(name, options):
+    """The models that run ``run_layer``: the same logits at real target steps, loss and gradients of
+    every weight with ``kernels=fast`` (every replacement they reach) and ``kernels=reference``, on
+    padded sources and targets."""
+    import zoo.models
+    from zoo.training.losses import token_losses
+
+    keras.utils.set_random_seed(5)
+    model = zoo.models.create(name, source_vocab_size=13, target_vocab_size=11, embed_dim=8, hidden_size=8,
+                              dropout=0.0, **options)
+    source = tf.constant([[5, 6, 3, 7, 2], [4, 9, 0, 0, 0]], tf.int32)
+    target_in = tf.constant([[1, 5, 6, 3], [1, 4, 0, 0]], tf.int32)
+    target_out = tf.constant([[5, 6, 3, 2], [4, 2, 0, 0]], tf.int32)
+    model((source, target_in))
+
+    def run(mode):  # eager: tracing these models costs more than running them
+        with tf.GradientTape() as tape, kernels.using(mode):
+            logits = model((source, target_in), training=True)
+            nll, mask = token_losses(target_out, logits)
+            loss = tf.reduce_sum(nll * mask) / tf.reduce_sum(mask)
+        return logits * mask[:, :, None], loss, tape.gradient(loss, model.trainable_weights)
+
+    (want_logits, want_loss, want_grads), (got_logits, got_loss, got_grads) = run("reference"), run("fast")
+    np.testing.assert_allclose(got_logits.numpy(), want_logits.numpy(), rtol=1e-5, atol=2e-6)
+    assert float(got_loss) == pytest.approx(float(want_loss), rel=1e-6)
+    for weight, a, b in zip(model.trainable_weights, got_grads, want_grads):
+        np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(), rtol=1e-4,
+                                   atol=1e-6, err_msg=weight.path)
