@@ -125,6 +125,32 @@ def one_position_from_heads(heads):
 
 
 # -- the layers -------------------------------------------------------------------------------------
+def dropout_rows(block, rows, grid, training):
+    """The residual dropout of rows ``[N, D]`` of ``grid`` with the very mask the reference draws for the
+    grid ``[B, T, D]``: the layer's ``Dropout`` on ones of the grid's shape (the same seed and shape, so the
+    same draws), gathered to the rows. Training in either mode then follows the same path."""
+    dropout = block.residual_dropout
+    if dropout.rate == 0 or training is None or training is False:
+        return rows
+    scale = dropout(ops.ones((grid.batch, grid.length, rows.shape[-1]), rows.dtype), training=training)
+    return rows * grid.to_rows(scale)
+
+
+def residual_rows(block, rows, grid, norm, sublayer, training):
+    """``_Block.residual`` on rows, its dropout by ``dropout_rows``."""
+    if block.norm_first:
+        output, extra = sublayer(norm(rows))
+        return rows + dropout_rows(block, output, grid, training), extra
+    output, extra = sublayer(rows)
+    return norm(rows + dropout_rows(block, output, grid, training)), extra
+
+
+def feed_forward_rows(block, rows, grid, training):
+    """``_Block.feed_forward`` on rows."""
+    return residual_rows(block, rows, grid, block.ffn_norm, lambda h: (block.ffn_outer(block.ffn_inner(h)), None),
+                         training)[0]
+
+
 def attend_self(block, h, mask, training, grid=None):
     """Self-attention of ``h`` heads first: the three projections of ``h [B, T, D]`` moved there by one
     transpose, or of the rows of a ``grid`` (``_RealRows``) by one gather each way; rotary positions
@@ -157,9 +183,9 @@ def encoder_layer(self, x, attention_mask, training=None):
 def encoder_rows(layer, rows, grid, attention_mask, training=None):
     """``_EncoderLayer.call`` at the real source positions only: ``rows [N, D]`` of ``grid``; attention
     on the grid, with the padding keys masked."""
-    rows, _ = layer.residual(rows, layer.self_attention_norm,
-                             lambda h: attend_self(layer, h, attention_mask, training, grid=grid), training)
-    return layer.feed_forward(rows, training)
+    rows, _ = residual_rows(layer, rows, grid, layer.self_attention_norm,
+                            lambda h: attend_self(layer, h, attention_mask, training, grid=grid), training)
+    return feed_forward_rows(layer, rows, grid, training)
 
 
 @replaces("zoo.models.transformer._DecoderLayer.call", custom_gradient=True)
@@ -192,9 +218,9 @@ def decoder_rows(layer, rows, grid, cross_keys, cross_values, cross_mask, traini
     def cross(h):
         return attend_cross(layer, h, cross_keys, cross_values, cross_mask, training, grid.to_heads, grid.from_heads)
 
-    rows, _ = layer.residual(rows, layer.self_attention_norm, attend, training)
-    rows, _ = layer.residual(rows, layer.cross_attention_norm, cross, training)
-    return layer.feed_forward(rows, training)
+    rows, _ = residual_rows(layer, rows, grid, layer.self_attention_norm, attend, training)
+    rows, _ = residual_rows(layer, rows, grid, layer.cross_attention_norm, cross, training)
+    return feed_forward_rows(layer, rows, grid, training)
 
 
 def decoder_step(layer, x, step, cache_keys, cache_values, cross_keys, cross_values, cross_mask, training=None):
