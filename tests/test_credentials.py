@@ -160,3 +160,135 @@ def test_tracking_credentials_hand_the_user_info_to_mlflow_for_the_block(monkeyp
     assert os.environ["MLFLOW_TRACKING_USERNAME"] == "before" and "MLFLOW_TRACKING_PASSWORD" not in os.environ
     with tracking_credentials("http://127.0.0.1:5000") as uri:
         assert uri == "http://127.0.0.1:5000" and os.environ["MLFLOW_TRACKING_USERNAME"] == "before"
+
+
+# One small run of every task kind against a real `mlflow server`, with the password in tracking.uri.
+KINDS = {
+    "translation": ["model=bahdanau", "data=dates", "debug=smoke", "tracking.attention_plots=1"],
+    "story_qa": ["model=memory_network", "data=story_qa", "debug=smoke", "tracking.attention_plots=1"],
+    # debug=smoke sets model.embed_dim, which the regression model does not take: its own tiny settings
+    "regression": ["experiment=nadaraya_watson", "trainer.epochs=2", "trainer.verbose=0"],
+}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``mlflow server`` on a free port of 127.0.0.1 (SQLite backend, local artifacts, no auth: it ignores
+    credentials, and the test is that the zoo takes them and never shows them); yields its port."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    folder = tmp_path_factory.mktemp("server")
+    port = _free_port()
+    log = open(folder / "server.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{folder / 'server.db'}", "--artifacts-destination",
+         str(folder / "artifacts"), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("mlflow server did not start: " + (folder / "server.log").read_text()[-2000:])
+        time.sleep(0.5)
+    try:
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def runs(server, tmp_path_factory):
+    """Every task kind trained by ``python train.py ... tracking.uri=http://zoo:<secret>@127.0.0.1:<port>``,
+    the three at once; ``{kind: (return code, everything it printed, its folder)}``."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID",
+                        *CREDENTIAL_VARIABLES)}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    started = {}
+    for kind, overrides in KINDS.items():
+        folder = tmp_path_factory.mktemp(kind)
+        command = [sys.executable, str(ROOT / "train.py"), *overrides,
+                   f"tracking.uri=http://zoo:{SECRET}@127.0.0.1:{server}", f"hydra.run.dir={folder / 'outputs'}",
+                   f"trainer.checkpoint_dir={folder / 'checkpoints'}"]
+        output = open(folder / "printed.txt", "w+")
+        started[kind] = (subprocess.Popen(command, cwd=folder, env=env, stdout=output, stderr=subprocess.STDOUT),
+                         output, folder)
+    done = {}
+    for kind, (process, output, folder) in started.items():
+        code = process.wait(timeout=900)
+        output.seek(0)
+        done[kind] = (code, output.read(), folder)
+        output.close()
+    return done
+
+
+def _texts_of(folder):
+    """``(path, text)`` of every file under ``folder`` (binary files read as latin-1: bytes are searched too)."""
+    from pathlib import Path
+
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file():
+            yield path, path.read_bytes().decode("latin-1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_task_kind_runs_against_a_server_with_a_password_and_shows_it_nowhere(kind, runs, server, tmp_path):
+    import mlflow
+
+    code, printed, _ = runs[kind]
+    assert code == 0, printed[-3000:]
+    assert SECRET not in printed
+    assert f"http://127.0.0.1:{server}" in printed  # the URI is printed, without its user-info
+
+    uri = f"http://127.0.0.1:{server}"
+    client = mlflow.MlflowClient(uri)
+    run_id = printed.split("MLflow run id: ")[1].split()[0]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["tracking.uri"] == f"http://***@127.0.0.1:{server}"
+    recorded = [f"{k}={v}" for k, v in {**run.data.params, **run.data.tags}.items()]
+    recorded += [f"{d.dataset.name} {d.dataset.source} {d.dataset.profile}" for d in run.inputs.dataset_inputs]
+    assert not [line for line in recorded if SECRET in line]
+
+    downloaded = mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(tmp_path / "run"), tracking_uri=uri)
+    names = {p.relative_to(downloaded).as_posix() for p, _ in _texts_of(downloaded)}
+    assert "config.yaml" in names and "hydra/overrides.yaml" in names
+    exported = {"translation": "saved_model/assets.extra/config.yaml", "story_qa": "saved_model/assets.extra/config.yaml",
+                "regression": "keras_model/config.yaml"}[kind]
+    assert exported in names  # the config written into the export
+    models = [m for m in client.search_logged_models([run.info.experiment_id]) if m.source_run_id == run_id]
+    assert len(models) == (0 if kind == "regression" else 1)  # the pyfunc model: MLflow 3 keeps its files apart
+    for model in models:
+        mlflow.artifacts.download_artifacts(artifact_uri=model.artifact_location,
+                                            dst_path=str(tmp_path / "models" / model.model_id), tracking_uri=uri)
+    leaked = [str(p) for p, text in [*_texts_of(downloaded), *_texts_of(tmp_path / "models")] if SECRET in text]
+    assert not leaked, leaked
