@@ -10,8 +10,7 @@ from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
 
 import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402
-from zoo.decoding.beam_search import best_continuations, slice_width, top_k_rows  # noqa: E402
-from zoo.decoding.greedy import filter_logits  # noqa: E402
+from zoo.decoding.sampling import filter_logits  # noqa: E402
 
 
 def make(name, seed=0):
@@ -30,53 +29,8 @@ def test_beam_size_one_is_greedy_exactly(name):
     np.testing.assert_allclose(beam["score"].numpy(), logprob, atol=1e-5)
 
 
-@pytest.mark.parametrize("width", [2048, 2500, 8000])
-def test_top_k_rows_through_slice_maxima_is_top_k(width):
-    """Values and indices of tf.math.top_k, ties to the lower index: widths that fill their slices
-    and one that pads the last, rows whose best values share a slice, and rows of many equal values;
-    k = 40 (top-k sampling's filter) in slices narrower than the 64 of a small k."""
-    rng = np.random.default_rng(0)
-    values = rng.normal(size=(6, width)).astype("float32")
-    values[1, 70:78] = 50.0 + np.arange(8)  # the 8 best in one slice
-    values[2] = np.round(values[2])  # many ties
-    values[3, ::97] = 9.0  # equal best values in different slices
-    values[4, -3:] = 20.0  # the best in the (padded) last slice
-    values[5] = 1.0  # all equal
-    assert slice_width(width, 8) is not None  # the slices' path, not top_k itself
-    assert slice_width(width, 40) is not None
-    for k in (1, 2, 8, 40):
-        top, index = top_k_rows(tf.constant(values), k)
-        expected = tf.math.top_k(values, k=k)
-        np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
-        np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
-
-
-@pytest.mark.parametrize("width", [40, 1024, 1500])
-def test_best_continuations_rank_score_plus_log_softmax_as_top_k_of_the_sums(width):
-    """The n best of score + log_softmax(logits) over each sentence's K hypotheses and V words, as
-    top_k of the written-out sums gives them: a narrow vocabulary (the sums' path), one that fills its
-    slices and one that pads the last; the best words of two hypotheses in one slice each, a dead
-    hypothesis (score -1e9), equal logits, and hypotheses whose scores reorder their logits."""
-    rng = np.random.default_rng(1)
-    batch, k = 3, 4
-    logits = (3.0 * rng.normal(size=(batch * k, width))).astype("float32")
-    scores = rng.normal(size=(batch, k)).astype("float32") - 2.0
-    logits[0, 3:11] = 30.0 + np.arange(8)  # hypothesis 0's eight best words in one slice
-    logits[1, 3:11] = 30.0 + np.arange(8)  # hypothesis 1: the same logits, a different score
-    scores[0, 3] = -1e9  # a dead hypothesis: never ranked above a live one
-    logits[5] = 1.0  # one word as good as every other
-    logits[-1, -2:] = 40.0  # the best in the (padded) last slice
-    for n in (1, 8):
-        values, index = best_continuations(tf.constant(logits), tf.constant(scores), n)
-        logp = tf.nn.log_softmax(tf.constant(logits)).numpy().reshape(batch, k, width)
-        total = (scores[:, :, None] + logp).reshape(batch, k * width)
-        expected = tf.math.top_k(total, k=n)
-        np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
-        np.testing.assert_allclose(values.numpy(), expected.values.numpy(), rtol=1e-6, atol=1e-4)
-
-
 def test_beam_search_over_a_thousand_word_vocabulary_is_greedy_at_size_one_and_no_worse_at_four():
-    """A target vocabulary wide enough for top_k_rows' slice path (>= 1,024 words)."""
+    """A target vocabulary of 1,500 words (the fast path ranks it through slices of its logits)."""
     keras.utils.set_random_seed(0)
     model = zoo.models.create("luong", source_vocab_size=SRC_VOCAB, target_vocab_size=1500, **TINY["luong"])
     ids, _, lengths, logprob = [t.numpy() for t in greedy_decode_with_scores(model, SOURCE, 6)]
@@ -184,42 +138,6 @@ def test_top_k_and_top_p_filter_the_right_tokens():
     assert kept(filter_logits(logits, top_p=0.5)) == [True, False, False, False]
     assert kept(filter_logits(logits, top_p=0.1)) == [True, False, False, False]
     assert kept(filter_logits(logits)) == [True] * 4
-
-
-def _nucleus_reference(logits, top_p):
-    """The nucleus by its definition, in float64: sort, exclusive cumulative sum, every token at or
-    above the least likely kept one."""
-    keep = np.zeros(logits.shape, bool)
-    for row, z in enumerate(logits.astype("float64")):
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        order = np.argsort(-z, kind="stable")
-        before = np.concatenate([[0.0], np.cumsum(p[order])[:-1]])
-        keep[row] = z >= z[order[before < top_p]].min()
-    return keep
-
-
-@pytest.mark.parametrize("width", [50, 300, 2048, 8000])
-def test_the_nucleus_is_the_sorted_definitions_without_sorting_wide_rows(width):
-    """nucleus(): narrow rows sorted, wide ones (>= 2,048) through histograms of their bits; both
-    equal to the definition on flat and peaked rows, ties, -0.0 beside 0.0, and -inf (a top-k filter
-    before it)."""
-    from zoo.decoding.greedy import nucleus
-
-    rng = np.random.default_rng(width)
-    rows = np.concatenate([
-        rng.normal(size=(4, width)),  # flat: the nucleus is most of the row
-        6 * rng.normal(size=(4, width)),  # peaked: a few tokens
-        np.round(2 * rng.normal(size=(4, width))) / 2,  # many ties
-        np.where(rng.random((2, width)) < 0.5, 0.0, -0.0) + np.where(rng.random((2, width)) < 0.3,
-                                                                      rng.normal(size=(2, width)), 0.0),
-        np.where(rng.random((2, width)) < 0.5, -np.inf, rng.normal(size=(2, width))),
-    ]).astype("float32")
-    for top_p in (0.1, 0.5, 0.9, 0.999):
-        np.testing.assert_array_equal(nucleus(tf.constant(rows), top_p).numpy(), _nucleus_reference(rows, top_p),
-                                      err_msg=f"top_p={top_p}")
-    filtered = filter_logits(tf.constant(rows), top_p=0.9).numpy()
-    np.testing.assert_array_equal(np.isfinite(filtered), _nucleus_reference(rows, 0.9))
 
 
 def test_sampling_at_low_temperature_is_greedy():

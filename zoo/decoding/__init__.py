@@ -3,11 +3,14 @@
 ``greedy_decode``, ``sample_decode`` (temperature, top-k, top-p) and ``beam_search`` (GNMT
 length and coverage penalties, n-best) all drive the model's ``decode_step`` inside one
 ``tf.while_loop``. ``decode(model, source, max_length, cfg)`` picks by ``cfg.strategy``.
+Each is written as its algorithm; ``kernels=fast`` swaps in faster rankings and filters of equal
+results (``zoo.kernels``).
 """
 
 from zoo.catalog import DECODING_STRATEGIES
 from zoo.decoding.beam_search import beam_search
-from zoo.decoding.greedy import greedy_decode, greedy_decode_with_scores, sample_decode
+from zoo.decoding.greedy import greedy_decode, greedy_decode_with_scores
+from zoo.decoding.sampling import sample_decode
 
 STRATEGIES = DECODING_STRATEGIES  # one home: zoo.catalog (the config validator reads it without TensorFlow)
 

@@ -1,115 +1,48 @@
-"""Batched beam search in one ``tf.while_loop``, with GNMT length and coverage penalties.
+"""Beam search (Sutskever et al. 2014; Wu et al. 2016, GNMT) in one ``tf.while_loop``, batched.
 
-Works for every ``Seq2SeqModel`` through ``encode`` / ``initial_state`` / ``decode_step``;
-no custom ops, so it runs inside a SavedModel.
+Works for every ``Seq2SeqModel`` through ``encode`` / ``initial_state`` / ``decode_step``; plain
+TensorFlow ops only, so it runs inside a SavedModel.
+
+References:
+    Sutskever, Vinyals and Le 2014, "Sequence to Sequence Learning with Neural Networks", sec. 3.2
+    (a left-to-right beam search over the decoder's log-probabilities).
+    Wu et al. 2016, "Google's Neural Machine Translation System", sec. 7, eq. 14 (the length
+    penalty ``lp`` and coverage penalty ``cp``).
 """
 
 import tensorflow as tf
 
+from zoo import kernels
 from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
-NEG = -1e9
+NEG = -1e9  # the score of a hypothesis that does not exist (a dead beam, an empty finished slot)
 
 
 def length_penalty(length, alpha):
-    """GNMT: ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Wu et al. 2016, eq. 14)."""
+    """GNMT: ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Wu et al. 2016, eq. 14). ``alpha = 0``: no penalty;
+    larger ``alpha`` favours longer hypotheses, which a plain sum of log-probabilities penalises."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
 def coverage_penalty(coverage, source_mask, beta):
-    """GNMT: ``cp(X; Y) = beta * sum_i log(min(sum_j p_ij, 1))`` over real source positions."""
+    """GNMT: ``cp(X; Y) = beta * sum_i log(min(sum_j p_ij, 1))`` over the real source positions ``i``
+    (Wu et al. 2016, eq. 14), ``p_ij`` the attention of target word ``j`` on source word ``i``:
+    at most 0, lower for a hypothesis that left source words unattended."""
     clipped = tf.math.log(tf.clip_by_value(coverage, 1e-10, 1.0))
     return beta * tf.reduce_sum(tf.where(source_mask, clipped, 0.0), axis=-1)
 
 
-def slice_width(width, k):
-    """The slice width ``top_k_rows`` takes for rows of ``width`` values and ``k`` best, or ``None``
-    (plain ``top_k``): rows of at least 2,048 values, in slices of the largest power of two from 8
-    to 64 up to ``sqrt(width / 4)`` that leaves at least ``max(16, 4 k)`` slices. Measured (``[64,
-    W]`` rows in a loop, k = 8; best of slices of 4 to 128): W = 1.6-3.2 K best at 16-32, 8,000 at
-    32-64, and k = 40 at 8,000 at 16-32. Below 2,048 values the slices' ten small ops cost more
-    than they save inside a decoding loop: beam-4's sums over d2l's 201 words (``[64, 804]``), 126
-    against ``top_k``'s 152 us alone, made small beam-4 searches 0.3-0.6 ms slower (80 rounds)."""
-    if width < 2048:
-        return None
-    chunk = 64
-    while chunk > 8 and (chunk * chunk * 4 > width or width < max(16, 4 * k) * chunk):
-        chunk //= 2
-    return chunk if width >= max(16, 4 * k) * chunk else None
-
-
-def top_k_rows(values, k):
-    """``tf.math.top_k(values [R, V], k)`` (values and indices, ties to the lower index) through the
-    maxima of slices of each row, ``slice_width`` wide.
-
-    Each of a row's ``k`` largest values lies in one of the ``k`` slices with the largest maxima (a
-    slice ranked lower has ``k`` slices above it, each holding a larger value), so ``top_k`` runs
-    over ``k * chunk`` gathered values instead of ``V``: TensorFlow's CPU ``TopKV2`` costs about
-    2 ns a value, a ``reduce_max`` pass far less. Measured: ``[256, 8000]``, ``k = 8`` about 10 ->
-    under 1 ms; ``[64, 8000]``, ``k = 40`` (top-k sampling, where fixed 64-wide slices left it to
-    ``top_k``) 936 -> 417 us a step, base-size sampling with ``top_k=40`` over 64 sentences, 20
-    steps: luong 98.8 -> 90.1 ms, transformer 178.2 -> 169.0 (2026-11-26). Narrow rows (static
-    width; ``slice_width``) use ``top_k`` directly.
-    """
-    width = values.shape[-1]
-    if width is None or not isinstance(k, int):
-        return tf.math.top_k(values, k=k)
-    chunk = slice_width(width, k)
-    if chunk is None:
-        return tf.math.top_k(values, k=k)
-    slices = -(-width // chunk)
-    if slices * chunk != width:  # the last slice padded with -inf: never above a real value
-        values = tf.pad(values, [[0, 0], [0, slices * chunk - width]], constant_values=float("-inf"))
-    blocks = tf.reshape(values, [-1, slices, chunk])
-    _, best = tf.math.top_k(tf.reduce_max(blocks, axis=-1), k=k)
-    best = tf.sort(best, axis=-1)  # in index order: ties among the gathered values go to the lower index
-    top, where = tf.math.top_k(tf.reshape(tf.gather(blocks, best, batch_dims=1), [-1, k * chunk]), k=k)
-    return top, tf.gather(best, where // chunk, batch_dims=1) * chunk + where % chunk
-
-
-def best_continuations(logits, scores, n, chunk=64):
-    """The ``n`` best of ``scores[b, h] + log_softmax(logits)[b h, v]`` over each sentence's ``K V``
-    continuations (``logits [B K, V]``, ``scores [B, K]``): ``(values [B, n], indices [B, n])``, an
-    index ``h V + v``, ties to the lower index, as ``top_k`` of the ``[B, K V]`` sums would give.
-
-    Where ``V`` is wide (static, >= ``16 * chunk``), neither the log-softmax nor
-    the sums are written out: within a hypothesis the order of its continuations is that of its
-    logits, so the ``n`` best lie in the ``n`` ``chunk``-wide slices of logits whose maxima, each
-    plus its hypothesis' ``score - logsumexp``, rank highest. The log-normaliser comes from one
-    ``Softmax`` (a oneDNN primitive on CPU) read at each row's largest logit, ``max - log p_max``
-    (``p_max >= 1 / V``: no underflow), as the training loss takes it. Measured at ``[256, 8000]``,
-    ``n = 8`` (base size, beam 4): the ``LogSoftmax``, the ``[64, 32000]`` sums and ``top_k_rows``
-    2.2 ms, this 1.4 ms. Narrower vocabularies rank the written-out sums (``top_k_rows``).
-    """
-    width = logits.shape[-1]
-    k = scores.shape[-1]
-    if width is None or k is None or width < 16 * chunk:
-        batch = tf.shape(scores)[0]
-        vocab = tf.shape(logits)[-1] if width is None else width
-        total = tf.reshape(scores[:, :, None] + tf.reshape(tf.nn.log_softmax(logits), [batch, -1, vocab]), [batch, -1])
-        return top_k_rows(total, n)
-    slices = -(-width // chunk)
-    padded = logits
-    if slices * chunk != width:  # the last slice padded with -inf: never above a real logit
-        padded = tf.pad(logits, [[0, 0], [0, slices * chunk - width]], constant_values=float("-inf"))
-    blocks = tf.reshape(padded, [-1, slices, chunk])  # [B K, S, chunk]
-    maxima = tf.reduce_max(blocks, axis=-1)  # [B K, S]
-    top_slice = tf.argmax(maxima, axis=-1, output_type=tf.int32)  # where each row's largest logit lies
-    largest = tf.gather(maxima, top_slice, batch_dims=1)
-    at = top_slice * chunk + tf.argmax(tf.gather(blocks, top_slice, batch_dims=1), axis=-1, output_type=tf.int32)
-    p_max = tf.gather(tf.nn.softmax(logits), at, batch_dims=1)
-    # The sums in float64, where the sum of two float32 values is exact: two words of one hypothesis
-    # keep their logits' order (in float32, logits 3e-7 apart plus a score of -7 round to one value),
-    # so beam search of size 1 stays greedy decoding exactly. They are [B K, S] and [B, n chunk] values.
-    offset = tf.cast(tf.reshape(scores, [-1]) - (largest - tf.math.log(p_max)), tf.float64)  # score - lse
-    ranked = tf.reshape(tf.cast(maxima, tf.float64) + offset[:, None], [-1, k * slices])  # slices' best, [B, K S]
-    _, best = tf.math.top_k(ranked, k=n)
-    best = tf.sort(best, axis=-1)  # in index order: ties among the gathered values go to the lower index
-    gathered = (tf.cast(tf.gather(tf.reshape(blocks, [-1, k * slices, chunk]), best, batch_dims=1), tf.float64)
-                + tf.gather(tf.reshape(offset, [-1, k]), best // slices, batch_dims=1)[:, :, None])
-    values, where = tf.math.top_k(tf.reshape(gathered, [-1, n * chunk]), k=n)
-    slot = tf.gather(best, where // chunk, batch_dims=1)  # h S + s
-    return tf.cast(values, tf.float32), (slot // slices) * width + (slot % slices) * chunk + where % chunk
+@kernels.replaceable
+def best_continuations(logits, scores, n):
+    """The ``n`` best continuations of each sentence's ``K`` hypotheses: ``(values [B, n], indices
+    [B, n])`` of ``top_k`` over the ``K V`` sums ``scores[b, h] + log p(v | y_h)``, ``logits [B K, V]``,
+    ``scores [B, K]`` (each hypothesis' log-probability so far). An index is ``h V + v``: hypothesis
+    ``h`` continued with word ``v``; equal sums go to the lower index, as ``top_k`` orders them."""
+    batch = tf.shape(scores)[0]
+    vocab = tf.shape(logits)[-1]
+    log_probs = tf.reshape(tf.nn.log_softmax(logits), [batch, -1, vocab])  # [B, K, V]
+    totals = tf.reshape(scores[:, :, None] + log_probs, [batch, -1])  # [B, K V]
+    return tf.math.top_k(totals, k=n)
 
 
 def _gather_beams(tensor, indices):
@@ -119,27 +52,33 @@ def _gather_beams(tensor, indices):
 
 def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbest=True,
                 bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
-    """Beam search over ``source [B, Ts]`` (int, 0 = padding).
+    """Beam search over ``source [B, Ts]`` (int, 0 = padding): the ``K = beam_size`` most likely
+    hypotheses are kept alive, step by step, instead of greedy decoding's one.
 
-    At each step the ``2K`` best continuations of the ``K`` live hypotheses are ranked by
-    log-probability; an ``<eos>`` among the first ``K`` of them finishes a hypothesis (scored
-    ``log p / lp(|Y|) + cp``), the best ``K`` others stay alive. Search stops after
-    ``max_length`` steps or when no live hypothesis can beat the K-th finished one. With
-    ``beam_size=1`` and ``alpha=beta=0`` this is exactly greedy decoding. Hypotheses that
-    never produced ``<eos>`` compete, scored at their length, when fewer than K finished.
+    At each step the ``2K`` best continuations of the ``K`` live hypotheses are ranked by their
+    log-probability ``log p(y_1..t | x)`` (``best_continuations``). An ``<eos>`` among the first ``K``
+    of them finishes a hypothesis, scored ``s(Y, X) = log p(Y | X) / lp(Y) + cp(X; Y)`` (GNMT, Wu
+    et al. 2016, eq. 14); the best ``K`` that did not end stay alive. With ``beam_size=1`` and
+    ``alpha = beta = 0`` this is exactly greedy decoding. Hypotheses that never produced ``<eos>``
+    compete, scored at their length, when fewer than ``K`` finished.
 
-    ``nbest=False``: only the best hypothesis is wanted (``decode``, a SavedModel's ``translate``),
-    so the search stops once no live hypothesis can beat each sentence's best finished one (a live
-    score only falls as it grows, and ``lp`` and ``cp`` only lower it further), not its K-th: the
-    same best hypothesis, fewer steps. Beam-4 over 256 dates test sentences (max_length 14), models
-    trained 3 epochs: ``bahdanau`` 14 -> 11 steps, 195.7 -> 158.7 ms; ``transformer`` 12 -> 11 steps,
-    138.4 -> 128.9 ms (greedy: 69.4 and 56.7 ms; docs/performance.md).
+    The search stops after ``max_length`` steps, or earlier once no live hypothesis can still win:
+    a live hypothesis' log-probability only falls as it grows, ``lp`` is at most ``lp(max_length)``
+    and ``cp`` at most 0, so ``max(live log p) / lp(max_length)`` bounds every score it can reach.
+
+    - ``nbest=True`` (``translate_nbest``, the n-best list): stop once the ``K``-th finished
+      hypothesis beats that bound; all ``K`` entries are final.
+    - ``nbest=False`` (``decode``, a SavedModel's ``translate``): only the best is wanted, so stop
+      once the *best* finished hypothesis beats it: the same best hypothesis, often fewer steps.
 
     Returns a dict:
         ``ids [B, T]``, ``attention [B, T, Ts]``, ``lengths [B]``, ``score [B]`` of the best
         hypothesis; with ``nbest``, also ``nbest_ids [B, K, T]``, ``nbest_lengths [B, K]``,
         ``nbest_scores [B, K]`` (sorted, best first) and ``logprob [B, K]``, the model
         log-probability of each n-best entry.
+
+    References:
+        Sutskever et al. 2014, sec. 3.2; Wu et al. 2016 (GNMT), sec. 7, eq. 14.
     """
     source = tf.cast(source, tf.int32)
     # Static sizes where the source has them: a traced batch of one must not turn into an unknown
@@ -194,22 +133,24 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbe
             logp = logp + coverage_penalty(coverage, mask, beta)
         return logp
 
+    # Which finished hypothesis must be out of every live one's reach before the search stops:
+    # the K-th for the n-best list, the best when the best alone is wanted (see the docstring).
+    decisive = -1 if nbest else 0
+
     def cond(step, token, state, alive_seq, alive_logp, alive_attn, fin_score, *rest):
-        best_possible = tf.reduce_max(alive_logp, axis=1)
+        reachable = tf.reduce_max(alive_logp, axis=1)  # the best score a live hypothesis can still reach
         if use_length:
-            best_possible = best_possible / length_penalty(max_length, alpha)
-        done = tf.reduce_all(fin_score[:, -1 if nbest else 0] >= best_possible)
-        return tf.logical_and(step < max_length, tf.logical_not(done))
+            reachable = reachable / length_penalty(max_length, alpha)
+        settled = tf.reduce_all(fin_score[:, decisive] >= reachable)
+        return tf.logical_and(step < max_length, tf.logical_not(settled))
 
     def body(step, token, state, *rest):
         return advance(step, state, *model.decode_step(token, state, memory, training=False), *rest)
 
     def first_step(step, token, state, *rest):
         """Step 0: the K hypotheses of a sentence are one (``<bos>``; all but the first score NEG), so
-        the model steps once per sentence and the result is repeated K times, where ``body`` would
-        run K identical rows. The same results; beam-4 over 64 sentences at 20 steps (base size),
-        old and new in one process: seq2seq 187.7 -> 183.8 ms, luong 206.4 -> 199.5, bahdanau 310.6 ->
-        299.9, transformer 408.3 -> 390.7 (at d2l's sizes, 9 steps, the same within noise)."""
+        the model steps once per sentence and its result is repeated K times, where ``body`` would
+        run K identical rows: the same results, a K-th of the work."""
         start = model.initial_state(sentences, max_length=max_length)
         logits, new_state, attention = model.decode_step(token[::k], start, sentences, training=False)
         return advance(step, state, repeat(logits), repeat(new_state), repeat(attention), *rest)
@@ -218,11 +159,8 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbe
                 fin_seq, fin_attn, fin_logp, fin_len):
         logits = tf.cast(logits, tf.float32)
         attention = tf.reshape(tf.cast(attention, tf.float32), [batch, k, src_len])[:, :, :width]
-        # The 2K best continuations over all K * V (hypothesis score + log-probability): one ranking
-        # of the K V values per sentence (``best_continuations``: slice maxima where V is large).
-        # Ranking each hypothesis' 2K best tokens first and normalising only those took a top-k over
-        # [B K, V], a second over [B, K 2K] and a log-sum-exp of four ops a step: small seq2seq,
-        # beam-4 over 64 sentences for 9 steps, 6.9-7.2 -> 6.2-6.6 ms; base the same within the noise.
+        # The 2K best continuations over all K V (hypothesis score + log-probability of the word):
+        # 2K, so that K remain alive even if K of them end with <eos>.
         vocab = tf.shape(logits)[-1] if logits.shape[-1] is None else int(logits.shape[-1])
         cand_logp, cand_index = best_continuations(logits, alive_logp, 2 * k)  # [B, 2K]
         parent, cand_token = cand_index // vocab, cand_index % vocab
