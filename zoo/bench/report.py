@@ -184,8 +184,9 @@ def markdown(results: Dict[str, object]) -> str:
              f"bfloat16 {peak['bfloat16'] / 1e9:.1f} GFLOP/s (the best of {len(results['matmul_measurements'])} "
              f"measurements: before the first size and after each).", "",
              f"Kernels: every model measured with {' and '.join(f'`kernels={m}`' for m in modes)} (`zoo/kernels.py`), "
-             f"each mode its own traced step on the same batches, all stepped in turn in the same rounds; the "
-             f"targets are judged with `kernels={judged}`.", "",
+             f"each mode its own traced step or search on the same batches and weights, all stepped in turn in the "
+             f"same rounds (the trainer variants, `model@variant`, in `kernels={judged}` only); the targets are "
+             f"judged with `kernels={judged}`.", "",
              "## Training, " + " and ".join(f"kernels={m}" for m in modes) + " (ms per step: the median round; "
              "ratios: the median of the rounds' ratios, lowest-highest round in brackets)", ""]
     lines += _side_by_side(results) + [""]
