@@ -58,10 +58,17 @@ class Reader(tf.Module):
             "num_sentences": tf.cast(sentences.row_lengths(), tf.int32),
         }
 
+    def serving_signatures(self):
+        return {"serving_default": self.serving_default, "answer": self.answer}
+
     def save(self, directory, config_yaml=None):
-        """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
-        return saving.save(self, directory, {"serving_default": self.serving_default,
-                                                "answer": self.answer}, config_yaml)
+        """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``.
+        A new reader of the same model is traced for it (``zoo.export.saving``)."""
+        def build():
+            exported = Reader(self.model, self.tokenizer, self.memory_size, self.max_words, self.max_question_words)
+            return exported, exported.serving_signatures()
+
+        return saving.save(build, directory, config_yaml)
 
 
 def answer_batched(answer_fn, stories, questions, batch_size=256):

@@ -98,11 +98,19 @@ class Translator(tf.Module):
         text = self.target_tokenizer.detokenize(tf.reshape(ids, [shape[0] * shape[1], shape[2]]))
         return {"text": tf.reshape(text, [shape[0], shape[1]]), "scores": out["nbest_scores"]}
 
+    def serving_signatures(self):
+        return {"serving_default": self.serving_default, "translate": self.translate,
+                "translate_nbest": self.translate_nbest}
+
     def save(self, directory, config_yaml=None):
-        """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
-        return saving.save(self, directory, {"serving_default": self.serving_default,
-                                                "translate": self.translate,
-                                                "translate_nbest": self.translate_nbest}, config_yaml)
+        """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``.
+        A new translator of the same model and options is traced for it (``zoo.export.saving``)."""
+        def build():
+            exported = Translator(self.model, self.source_tokenizer, self.target_tokenizer, self.max_source_length,
+                                  self.max_target_length, decoding=self._decoding)
+            return exported, exported.serving_signatures()
+
+        return saving.save(build, directory, config_yaml)
 
 
 def translate_batched(translate_fn, sentences, batch_size=256):
