@@ -140,7 +140,7 @@ SEARCHES = {
 }
 NARROW_SEARCHES = ("greedy", "beam1", "beam4_penalties", "beam4_best", "sample_top_k_top_p")
 MODELS = [("bahdanau", NARROW, NARROW_SEARCHES), ("luong", NARROW, NARROW_SEARCHES),
-          ("transformer", NARROW, NARROW_SEARCHES),
+          ("seq2seq", NARROW, NARROW_SEARCHES), ("transformer", NARROW, NARROW_SEARCHES),
           ("luong", WIDE, ("beam1", "beam4_penalties", "sample_top_k", "sample_top_p"))]
 IDS = ("ids", "lengths", "nbest_ids", "nbest_lengths")  # equal exactly; scores and attention within float32
 
