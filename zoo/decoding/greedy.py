@@ -79,4 +79,4 @@ def greedy_decode(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_i
 def greedy_decode_with_scores(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
     """``greedy_decode`` plus the log-probability ``[B]`` of each decoded sequence."""
     return decode_loop(model, source, max_length,
-                        lambda logits, step: tf.argmax(logits, axis=-1, output_type=tf.int32), bos_id, eos_id, pad_id)
+                       lambda logits, step: tf.argmax(logits, axis=-1, output_type=tf.int32), bos_id, eos_id, pad_id)

@@ -1,7 +1,8 @@
 """Stage ``export``: the trained model as a SavedModel translator, its Keras file and vocabularies.
 
 Files only, into a directory the log stage hands to MLflow. Weights that are not all finite are
-never exported.
+never exported. The SavedModel's functions are traced anew for it, without the fast path's
+hand-written gradients (``zoo.export.saving``), whichever ``kernels`` setting trained the model.
 """
 
 from __future__ import annotations
