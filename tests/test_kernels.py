@@ -46,6 +46,14 @@ def test_replaceable_calls_the_replacement_in_fast_mode_only(monkeypatch):
         with kernels.exporting():  # a custom gradient is never traced into a SavedModel
             assert double(3) == 6
     assert double.reference(3) == 6
+
+    @kernels.replaceable
+    def triple(x):
+        return 3 * x
+
+    kernels.replaces(triple.key, backends=("no_such_backend",))(lambda x: -1)
+    with kernels.using("fast"):  # a replacement for another Keras backend leaves the reference in place
+        assert triple(2) == 6
     with pytest.raises(ValueError, match="already has a replacement"):
         kernels.replaces(double.key)(lambda x: x)
 

@@ -83,14 +83,15 @@ def key_of(function):
     return f"{function.__module__}.{function.__qualname__}"
 
 
-def replaces(key, custom_gradient=False):
+def replaces(key, custom_gradient=False, backends=("tensorflow",)):
     """Registers the decorated function (in ``zoo.fast``) as the replacement of the reference function
     ``key`` (``"zoo.models.rnn.run_layer"``, ``"zoo.attention.base_attention.BaseAttention.attend"``).
-    ``custom_gradient``: it writes its own gradient (not used while ``exporting()``)."""
+    ``custom_gradient``: it writes its own gradient (not used while ``exporting()``). ``backends``: the
+    Keras backends it runs on (the speed-ups are TensorFlow's); on any other the reference runs."""
     def decorator(function):
         if key in REPLACEMENTS:
             raise ValueError(f"{key} already has a replacement: {REPLACEMENTS[key][0].__qualname__}")
-        REPLACEMENTS[key] = (function, custom_gradient)
+        REPLACEMENTS[key] = (function, custom_gradient, tuple(backends))
         return function
 
     return decorator
@@ -103,15 +104,17 @@ def _load():
 
 
 def replacement(key):
-    """The replacement in force for ``key`` now, or None (reference mode, none registered, or exporting
-    and it carries a custom gradient)."""
+    """The replacement in force for ``key`` now, or None (reference mode, none registered, another Keras
+    backend than it runs on, or exporting and it carries a custom gradient)."""
     if not fast():
         return None
     _load()
     found = REPLACEMENTS.get(key)
     if found is None or (found[1] and _state["export"]):
         return None
-    return found[0]
+    import keras  # imported already by whatever calls a replaceable function
+
+    return found[0] if keras.backend.backend() in found[2] else None
 
 
 def replaceable(function):
