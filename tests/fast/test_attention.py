@@ -87,27 +87,47 @@ def test_multi_head_lengths_known_at_run_time_are_the_same_fast_and_reference():
             np.testing.assert_allclose(a.numpy(), b.numpy(), **TOLERANCE)
 
 
-@pytest.mark.parametrize("key", [
-    "zoo.attention.base_attention.BaseAttention.attend",
-    "zoo.attention.base_attention.move_axes",
-    "zoo.attention.multi_head_attention.MultiHeadAttention.attention",
-    "zoo.attention.multi_head_attention.MultiHeadAttention.split_heads",
-    "zoo.attention.multi_head_attention.MultiHeadAttention.merge_heads",
-])
-def test_the_replacements_are_registered_and_left_out_of_exports(key):
-    with kernels.using("fast"):
-        assert kernels.replacement(key) is not None
-        with kernels.exporting():  # each writes a custom gradient (or calls one that does)
+EXPORTED = {  # no custom gradient of their own: they stay in force while a SavedModel is traced
+    "zoo.attention.base_attention.BaseAttention.attend": fast.attend,
+    "zoo.attention.multi_head_attention.MultiHeadAttention.attention": fast.attention,
+    "zoo.attention.multi_head_attention.MultiHeadAttention.split_heads": fast.split_heads,
+    "zoo.attention.multi_head_attention.MultiHeadAttention.merge_heads": fast.merge_heads,
+    "zoo.attention.additive_attention.AdditiveAttention.score": fast.additive_score,
+}
+
+
+def test_the_replacements_are_registered_and_exports_keep_those_without_a_custom_gradient():
+    for key, replacement in EXPORTED.items():
+        with kernels.using("fast"):
+            assert kernels.replacement(key) is replacement
+            with kernels.exporting():
+                assert kernels.replacement(key) is replacement
+        with kernels.using("reference"):
             assert kernels.replacement(key) is None
-    with kernels.using("reference"):
-        assert kernels.replacement(key) is None
+    with kernels.using("fast"):
+        assert kernels.replacement(fast.MOVE_AXES) is fast.move_axes and not fast.exporting()
+        with kernels.exporting():
+            assert kernels.replacement(fast.MOVE_AXES) is None and fast.exporting()
 
 
-def test_the_additive_score_as_one_matmul_stays_in_exports():
-    """No custom gradient: a SavedModel keeps it."""
-    key = "zoo.attention.additive_attention.AdditiveAttention.score"
-    with kernels.using("fast"), kernels.exporting():
-        assert kernels.replacement(key) is fast.additive_score
+def _custom_gradients(graph):
+    """The ops ``tf.custom_gradient`` leaves in a graph (an ``IdentityN`` naming its gradient function)."""
+    return [op for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
+
+
+def test_while_exporting_the_small_kernels_run_without_custom_gradients():
+    """A SavedModel traced with ``kernels.exporting()`` keeps TensorFlow's own kernels for one query
+    and no custom gradient: loading it prints no warning about unsaved ones."""
+    layer = zoo.attention.create("multi_head", num_heads=2, key_dim=3)
+    query, value = _inputs()
+    layer(query, value)
+    specs = (tf.TensorSpec([B, 1, D], tf.float32), tf.TensorSpec(value.shape, tf.float32))
+    with kernels.using("fast"):
+        training = tf.function(lambda q, v: layer(q, v)).get_concrete_function(*specs).graph
+        with kernels.exporting():
+            exported = tf.function(lambda q, v: layer(q, v)).get_concrete_function(*specs).graph
+    assert _custom_gradients(training) and not _custom_gradients(exported)
+    assert "BatchMatMulV3" in {op.type for op in exported.get_operations()}
 
 
 def test_reference_attention_is_plain_keras_ops():

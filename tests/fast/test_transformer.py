@@ -22,13 +22,13 @@ OPTIONS = [
     {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"},
     {"positions": "learned", "tie_output": True, "num_layers": 1},
 ]
-KEYS = {
+KEYS = {  # the replacements that stay in force while a SavedModel is traced
     "zoo.models.transformer._EncoderLayer.call": fast.encoder_layer,
     "zoo.models.transformer._DecoderLayer.call": fast.decoder_layer,
     "zoo.models.transformer.TransformerSeq2Seq.encode": fast.encode,
     "zoo.models.transformer.TransformerSeq2Seq.decode_features": fast.decode_features,
-    "zoo.models.transformer.TransformerSeq2Seq.training_features": fast.training_features,
 }
+TRAINING_ONLY = {"zoo.models.transformer.TransformerSeq2Seq.training_features": fast.training_features}
 
 
 def _model(**options):
@@ -51,14 +51,32 @@ def _close(fast_values, reference_values, what):
         np.testing.assert_allclose(a, b, **TOLERANCE, err_msg=f"{what} {i}")
 
 
-def test_the_replacements_are_registered_and_left_out_of_exports():
-    for key, replacement in KEYS.items():
+def test_the_replacements_are_registered_and_only_the_real_rows_left_out_of_exports():
+    for key, replacement in {**KEYS, **TRAINING_ONLY}.items():
         with kernels.using("fast"):
             assert kernels.replacement(key) is replacement
-            with kernels.exporting():  # they run custom gradients: a SavedModel is traced on the reference
-                assert kernels.replacement(key) is None
+            with kernels.exporting():  # the real rows' gathers write their gradients: left out
+                assert kernels.replacement(key) is (None if key in TRAINING_ONLY else replacement)
         with kernels.using("reference"):
             assert kernels.replacement(key) is None
+
+
+def test_an_exported_decoding_step_has_no_custom_gradient():
+    model = _model()
+    source = tf.TensorSpec([None, None], tf.int32)
+    with kernels.using("fast"), kernels.exporting():
+        @tf.function(input_signature=[source])
+        def step(source):
+            memory = model.encode(source)
+            state = model.initial_state(memory, max_length=4)
+            return model.decode_features(tf.fill(tf.shape(source)[:1], 2), state, memory)[0]
+
+        graph = step.get_concrete_function().graph
+    types = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():
+        types |= {node.op for node in function.definition.node_def}
+    assert "BatchMatMulV3" in types  # the fast step, on TensorFlow's own kernels
+    assert not [op for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
 
 
 def _training_step(model):

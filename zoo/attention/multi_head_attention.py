@@ -11,6 +11,16 @@ from zoo.attention.base_attention import BaseAttention, masked_softmax, register
 SCORINGS = ("scaled_dot", "dot")
 
 
+def write_positions(cache, new, index):
+    """``cache [B, H, L, d]`` with ``new [B, H, T, d]`` written at slots ``index, ..., index + T - 1``
+    (keras-hub's ``slice_update``, as a select: plain ops, no XLA-only kernel in a SavedModel)."""
+    slots = ops.arange(ops.shape(cache)[2])
+    count = ops.shape(new)[2]
+    written = ops.logical_and(slots >= index, slots < index + count)  # [L]
+    spread = ops.take(ops.cast(new, cache.dtype), ops.clip(slots - index, 0, count - 1), axis=2)  # slot l: l - index
+    return ops.where(ops.expand_dims(written, -1), spread, cache)
+
+
 @register_attention("multi_head")
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(BaseAttention):
@@ -177,9 +187,8 @@ class MultiHeadAttention(BaseAttention):
             if rotary is not None:
                 keys = rotary(keys, start_index=start, sequence_axis=2)
             if cache is not None:  # written at their positions; the cache keeps its length L
-                at = (0, 0, cache_update_index, 0)
-                keys = ops.slice_update(cache[0], at, ops.cast(keys, cache[0].dtype))
-                values = ops.slice_update(cache[1], at, ops.cast(values, cache[1].dtype))
+                keys = write_positions(cache[0], keys, cache_update_index)
+                values = write_positions(cache[1], values, cache_update_index)
                 cache = (keys, values)
         if rotary is not None:
             queries = rotary(queries, start_index=start, sequence_axis=2)

@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo import kernels
 from zoo.attention.base_attention import large_negative, masked_softmax
 from zoo.kernels import replaces
 
@@ -40,6 +41,17 @@ NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by T
 
 
 # -- TensorFlow's own kernels ---------------------------------------------------------------------
+MOVE_AXES = "zoo.attention.base_attention.move_axes"  # registered with a custom gradient (below)
+
+
+def exporting() -> bool:
+    """Whether a SavedModel is being traced (``kernels.exporting()``, which leaves out the replacements
+    registered with a custom gradient, ``move_axes``' among them). The kernels here then run without
+    their hand-written gradients (an exported model is not differentiated), so the replacements built
+    on them stay in force in exports, with no custom gradient in the graph."""
+    return kernels.replacement(MOVE_AXES) is None
+
+
 def own_kernels(x) -> bool:
     """Whether TensorFlow's own kernels can stand in for oneDNN's for ``x``: float32 on TensorFlow."""
     return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(x.dtype) == "float32"
@@ -51,7 +63,10 @@ def product(a, b, adj_a=False, adj_b=False):
 
 
 def small_scores(queries, keys):
-    """``Q K^T`` with TensorFlow's kernel forward and backward."""
+    """``Q K^T`` with TensorFlow's kernel forward and backward (forward only when ``exporting()``)."""
+    if exporting():
+        return product(queries, keys, adj_b=True)
+
     @tf.custom_gradient
     def scores(q, k):
         def grad(g):  # dQ = G K, dK = G^T Q
@@ -62,7 +77,10 @@ def small_scores(queries, keys):
 
 
 def small_mix(weights, values):
-    """``W V`` with TensorFlow's kernel forward and backward."""
+    """``W V`` with TensorFlow's kernel forward and backward (forward only when ``exporting()``)."""
+    if exporting():
+        return product(weights, values)
+
     @tf.custom_gradient
     def mix(w, v):
         def grad(g):  # dW = G V^T, dV = W^T G
@@ -122,7 +140,7 @@ def small_softmax(scores, mask=None):
     return weights if mask is None else weights * ops.cast(mask, weights.dtype)
 
 
-@replaces("zoo.attention.base_attention.move_axes", custom_gradient=True)
+@replaces(MOVE_AXES, custom_gradient=True)
 def move_axes(x, perm, own_kernel=False):
     """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
     forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's
@@ -131,7 +149,7 @@ def move_axes(x, perm, own_kernel=False):
     20, 3, 4, 64]`` 182 -> 205 us (hence attention heads with ``H d <= NARROW_HEADS`` only; the RNN
     layers' moves to time-major and back take it always: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20,
     768]`` 170 -> 137 us)."""
-    if not own_kernel or not own_kernels(x):
+    if not own_kernel or not own_kernels(x) or exporting():
         return ops.transpose(x, perm)
     inverse = tuple(perm.index(axis) for axis in range(len(perm)))
 
@@ -146,7 +164,7 @@ def move_axes(x, perm, own_kernel=False):
 
 
 # -- alignment attention ------------------------------------------------------------------------------
-@replaces("zoo.attention.base_attention.BaseAttention.attend", custom_gradient=True)
+@replaces("zoo.attention.base_attention.BaseAttention.attend")
 def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
     """``BaseAttention.attend`` with the softmax as ``small_softmax`` where ``Tq Tk <= SMALL_SCORES``
     (or one query) and the weighted sum by ``mix`` (TensorFlow's kernel where small)."""
@@ -195,19 +213,19 @@ def heads_major(x, narrow_heads=False):
     return move_axes(x, (0, 2, 1, 3), narrow_heads)
 
 
-@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.split_heads", custom_gradient=True)
+@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.split_heads")
 def split_heads(self, x):
     """``split_heads`` as a reshape for one step, by TensorFlow's own transpose for narrow heads."""
     return heads_major(x, narrow(self))
 
 
-@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.merge_heads", custom_gradient=True)
+@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.merge_heads")
 def merge_heads(self, heads):
     """``merge_heads`` as ``split_heads``' (the swap is its own inverse)."""
     return heads_major(heads, narrow(self))
 
 
-@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.attention", custom_gradient=True)
+@replaces("zoo.attention.multi_head_attention.MultiHeadAttention.attention")
 def attention(self, queries, keys, values, mask=None, training=None):
     """Eq. 1 with the kernels chosen by size: the scale on the queries (``B H Tq d_k`` products, not
     ``B H Tq Tv``), the products and softmax on TensorFlow's own kernels where small."""

@@ -172,7 +172,7 @@ def attend_cross(layer, h, cross_keys, cross_values, cross_mask, training, to_he
                         queries_first=to_heads is not None, from_heads=from_heads)
 
 
-@replaces("zoo.models.transformer._EncoderLayer.call", custom_gradient=True)
+@replaces("zoo.models.transformer._EncoderLayer.call")
 def encoder_layer(self, x, attention_mask, training=None):
     """``_EncoderLayer.call`` with the joined projections and heads-first products."""
     x, weights = self.residual(x, self.self_attention_norm, lambda h: attend_self(self, h, attention_mask, training),
@@ -188,7 +188,7 @@ def encoder_rows(layer, rows, grid, attention_mask, training=None):
     return feed_forward_rows(layer, rows, grid, training)
 
 
-@replaces("zoo.models.transformer._DecoderLayer.call", custom_gradient=True)
+@replaces("zoo.models.transformer._DecoderLayer.call")
 def decoder_layer(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
     """``_DecoderLayer.call`` for all target positions at once with the joined projections and
     heads-first products; with a cache, the reference (decoding goes through ``decode_features``)."""
@@ -259,7 +259,7 @@ def cross_caches(model, memory, mask, grid=None):
     return out if grid is not None else {"memory": memory, **out}
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.encode", custom_gradient=True)
+@replaces("zoo.models.transformer.TransformerSeq2Seq.encode")
 def encode(self, source, training=None):
     """``TransformerSeq2Seq.encode`` with the cross caches of ``cross_caches``."""
     memory, mask, _ = self._encode(source, training=training)
@@ -296,7 +296,7 @@ def training_features(self, source, target_in, training=None):
     return grid.to_grid(rows)
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.decode_features", custom_gradient=True)
+@replaces("zoo.models.transformer.TransformerSeq2Seq.decode_features")
 def decode_features(self, token, state, memory, training=None):
     """``TransformerSeq2Seq.decode_features`` on rows ``[B, D]`` through the layers (``decoder_step``)."""
     step, caches = state[0], state[1:]
