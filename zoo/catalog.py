@@ -6,6 +6,10 @@ attention or dataset is named by its ``conf/<group>/<name>.yaml``, a tokenizer b
 (``zoo.config``) answers a bad command line before TensorFlow starts; tests check that each list
 equals its live registry (``zoo.models.names()``, ``zoo.attention.names()``, ...).
 
+A pair file's lines are read here too, with the standard library (``check_head``, ``parse_lines``):
+the validator refuses a truncated zip, an empty file or one column from a file's first 64 KiB, and
+``zoo.data.manythings`` reads whole files with the same functions.
+
 The closed choices (decoding strategies, optimizers, learning-rate decays, the trainer's strategies,
 precisions and devices) live here and only
 here; the code that implements them imports them from this module.
@@ -13,14 +17,19 @@ here; the code that implements them imports them from this module.
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import pkgutil
 import re
+import zipfile
+import zlib
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import yaml
+
+from zoo.errors import CorpusError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CONF_DIR = PACKAGE_DIR.parent / "conf"
@@ -219,3 +228,153 @@ def pair_not_found(pair: str, cache_dir: Optional[str] = None, url: Optional[str
             f"the cache {cache}. Download {url or MANYTHINGS_URL.format(pair=pair)} and put {pair}.zip in a folder "
             f"named by ${DATA_DIR_VARIABLE}, or pass data.path=<path to {pair}.zip or {names[2]}>, or pass "
             f"data.download=true to fetch it into the cache.")
+
+
+# -- Reading a pair file's lines, with the standard library only: ``zoo.data.manythings`` reads whole
+# files with these, and the config validator reads a file's start (``check_head``) before TensorFlow
+# starts, so a truncated zip, an empty file or one column is refused in milliseconds.
+BOM = b"\xef\xbb\xbf"
+DROP_REASONS = ("blank", "no_tab", "bad_columns", "empty_side", "invalid_utf8", "duplicate")
+REPAIRS = ("bom", "crlf")
+
+
+def zip_member(archive: zipfile.ZipFile, language: Optional[str], path) -> str:
+    texts = [n for n in archive.namelist()
+             if n.lower().endswith(".txt") and not n.endswith("/") and not os.path.basename(n).startswith(("_", "."))
+             and "__MACOSX" not in n]
+    if language:
+        exact = [n for n in texts if os.path.basename(n) == f"{language}.txt"]
+        if exact:
+            return sorted(exact, key=len)[0]
+    if len(texts) == 1:
+        return texts[0]
+    wanted = f"{language}.txt" if language else "<lang>.txt"
+    raise CorpusError(f"{path} holds no single sentence-pair file: expected {wanted} (at its root or in a folder); "
+                      f"found {', '.join(texts) or 'no .txt file'}.")
+
+
+def read_bytes(path, language: Optional[str] = None, limit: Optional[int] = None) -> Tuple[bytes, Optional[str]]:
+    """The pair file's bytes (from the zip or the .txt) and the zip member's name; with ``limit``,
+    at most ``limit`` bytes from its start (a zip's directory and the member's first block only)."""
+    path = Path(path)
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                member = zip_member(archive, language, path)
+                if limit is None:
+                    return archive.read(member), member
+                with archive.open(member) as f:
+                    return f.read(limit), member
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+            raise CorpusError(f"{path} is a damaged zip archive ({error}); is the download complete? Download it "
+                              f"again, or pass data.path=<the .txt inside it>.") from None
+    if path.suffix.lower() == ".zip":
+        raise CorpusError(f"{path} is not a zip archive (is the download complete?). Expected a manythings.org "
+                          f"pair file such as fra-eng.zip.")
+    if limit is None:
+        return path.read_bytes(), None
+    with open(path, "rb") as f:
+        return f.read(limit), None
+
+
+def check_encoding(data: bytes, where) -> None:
+    """Raises CorpusError for a UTF-16 or UTF-32 file: its lines would otherwise read as text with NULs."""
+    head = data[:4096]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (head and head.count(b"\x00") > len(head) // 4):
+        raise CorpusError(f"{where} is UTF-16 (or UTF-32) encoded, not UTF-8 (line 1 starts with "
+                          f"{head[:4]!r}). Convert it: iconv -f UTF-16 -t UTF-8 <file> > <file>.utf8.txt")
+
+
+def parse_lines(data: bytes, first: Optional[Dict[str, Tuple[int, str]]] = None,
+                ) -> Tuple[List[Tuple[str, str]], int, Dict[str, int], Dict[str, int], int]:
+    """``(pairs, lines, dropped, repaired, three_columns)`` from a pair file's bytes; ``first`` (when
+    given) gets, per drop reason, the first line number (1-based) dropped for it and what it held."""
+    dropped = collections.Counter({reason: 0 for reason in DROP_REASONS})
+    repaired = collections.Counter({repair: 0 for repair in REPAIRS})
+    pairs: List[Tuple[str, str]] = []
+    seen = set()
+    three_columns = 0
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the newline that ends the last line
+    first = first if first is not None else {}
+
+    def drop(reason, number, raw):
+        dropped[reason] += 1
+        text = raw[:40].decode("utf-8", "backslashreplace").replace("\t", "<TAB>")
+        first.setdefault(reason, (number, text))
+
+    for number, raw in enumerate(raw_lines, 1):
+        if raw.endswith(b"\r"):
+            raw = raw.rstrip(b"\r")
+            repaired["crlf"] += 1
+        if raw.startswith(BOM):
+            raw = raw[len(BOM):]
+            repaired["bom"] += 1
+        if not raw.strip():
+            drop("blank", number, raw)
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            drop("invalid_utf8", number, raw)
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            drop("no_tab", number, raw)
+            continue
+        if len(fields) > 3:
+            drop("bad_columns", number, raw)
+            continue
+        english, other = fields[0].strip(), fields[1].strip()
+        if not english or not other:
+            drop("empty_side", number, raw)
+            continue
+        if (english, other) in seen:
+            drop("duplicate", number, raw)
+            continue
+        seen.add((english, other))
+        three_columns += len(fields) == 3
+        pairs.append((english, other))
+    return pairs, len(raw_lines), dict(dropped), dict(repaired), three_columns
+
+
+_HINTS = {"invalid_utf8": " is not UTF-8 (Latin-1 or cp1252? convert it: iconv -f LATIN1 -t UTF-8)",
+          "no_tab": " has one column: no TAB between the English sentence and its translation",
+          "bad_columns": " has more than 3 TAB-separated columns",
+          "empty_side": " has an empty side"}
+
+
+def no_pair_error(where: str, lines: int, dropped: Dict[str, int], first: Dict[str, Tuple[int, str]],
+             whole: bool = True) -> CorpusError:
+    """The one line for a file (``whole``) or its first ``lines`` lines with no usable pair."""
+    reasons = ", ".join(f"{k}={v}" for k, v in dropped.items() if v) or "the file is empty"
+    example = ""
+    if first:
+        reason = max(first, key=lambda k: dropped[k])
+        number, text = first[reason]
+        example = f" Line {number} ({reason}): '{text}'{_HINTS.get(reason, '')}."
+    scope = f"({lines} lines; {reasons})" if whole else f"in its first {lines} lines ({reasons})"
+    return CorpusError(f"{where} has no usable sentence pair {scope}.{example} Expected UTF-8 "
+                       f"lines 'English<TAB>translation[<TAB>attribution]'.")
+
+
+HEAD_BYTES = 1 << 16  # what check_head reads: a zip's directory and its member's first 64 KiB
+
+
+def check_head(path, language: Optional[str] = None, limit: int = HEAD_BYTES) -> None:
+    """Raises ``CorpusError`` (the same line ``read_pair_file`` would) for what a file's start shows:
+    a truncated or damaged zip, no pair file inside it, UTF-16 text, or no usable pair among the
+    first lines (the whole file when it is that short). Reads at most ``limit`` bytes, in
+    milliseconds, so the config validator refuses such a file before TensorFlow starts; a file
+    that passes is read in full by ``read_pair_file`` later."""
+    data, member = read_bytes(path, language, limit + 1)
+    where = f"{path}{':' + member if member else ''}"
+    whole = len(data) <= limit
+    if not whole:  # whole lines only
+        data = data[: data.rfind(b"\n") + 1] or data[:limit]
+    check_encoding(data, where)
+    first: Dict[str, Tuple[int, str]] = {}
+    pairs, lines, dropped, _, _ = parse_lines(data, first)
+    if not pairs:
+        raise no_pair_error(where, lines, dropped, first, whole)

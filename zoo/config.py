@@ -461,14 +461,12 @@ def data_problems(check: "_Checker") -> None:
 
 
 def corpus_head_problem(check: "_Checker", key: str, path: Path, pair: Any) -> None:
-    """The corpus file ``key`` names, judged by its start (``zoo.data.manythings.check_head``: a zip's
+    """The corpus file ``key`` names, judged by its start (``zoo.catalog.check_head``: a zip's
     directory and first lines, in milliseconds): a truncated zip, an empty file or one column is
     refused here, before TensorFlow starts, with the line the full read would give."""
-    from zoo.data import manythings
-
     language = pair.split("-")[0] if isinstance(pair, str) and catalog.PAIR_PATTERN.match(pair) else None
     try:
-        manythings.check_head(path, language)
+        catalog.check_head(path, language)
     except CorpusError as error:
         check.add(f"{key}: {error}")
     except OSError as error:  # unreadable (permissions): the full read would fail the same way

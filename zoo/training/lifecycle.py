@@ -145,7 +145,7 @@ def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, 
             run_id = run_id or (resume_run.info.run_id if resume_run is not None else None)
             directory = os.path.join(str(t.checkpoint_dir), run_id) if run_id else None
             if resume_run is not None:
-                state, best_weights = resume.continue_from(restored, run_id, runtime.is_chief)
+                state, best_weights = resume.continue_from(restored, run_id, runtime.is_chief, log.log_unlogged_epochs)
             with stop.deferring():
                 fitted = kind.fit(data, model, optimizer, runtime, on_epoch=log.epoch_logger(on_epoch), stop=stop,
                                   checkpoint_dir=directory if runtime.is_chief else None, state=state,

@@ -9,7 +9,7 @@ import dataclasses
 import os
 import socket
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from omegaconf import DictConfig
 
@@ -129,21 +129,24 @@ def restore(run, checkpoint_root: str, model, optimizer, is_chief: bool = True) 
     return Restored(path=path, state=state, best_weights=best, rng=checkpoint.rng_state(path))
 
 
-def continue_from(restored: Optional[Restored], run_id: Optional[str], is_chief: bool = True) -> Tuple[Any, Any]:
+def continue_from(restored: Optional[Restored], run_id: Optional[str], is_chief: bool = True,
+                  log_unlogged: Optional[Callable[[str, list], None]] = None) -> Tuple[Any, Any]:
     """``(loop state, best weights)`` to continue ``restored`` in the reopened run ``run_id``, or
     ``(None, None)`` without a checkpoint. Applies the checkpoint's RNG states, logs the epochs a kill
-    left unlogged, and marks the epochs the run already holds (a resume from an older checkpoint
-    trains them again without logging them twice)."""
+    left unlogged (``log_unlogged(run_id, history)``: ``zoo.training.log.log_unlogged_epochs``), and
+    marks the epochs the run already holds (a resume from an older checkpoint trains them again
+    without logging them twice)."""
     if restored is None:
         return None, None
-    from zoo.training import checkpoint, log
+    from zoo.training import checkpoint
     from zoo.training.fit import LoopState
 
     checkpoint.set_rng_state(restored.rng)
     state = LoopState(**restored.state)
     print(f"Resuming from {restored.path} (epoch {state.epoch + 1}, step {state.global_step})", flush=True)
     if is_chief and run_id:
-        log.log_unlogged_epochs(run_id, state.history)
+        if log_unlogged is not None:
+            log_unlogged(run_id, state.history)
         state.logged_through = max(state.epoch, _logged_epochs(run_id))
     return state, restored.best_weights
 
