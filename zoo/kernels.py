@@ -108,13 +108,15 @@ def replacement(key):
     backend than it runs on, or exporting and it carries a custom gradient)."""
     if not fast():
         return None
-    _load()
+    import keras  # imported already by whatever calls a replaceable function
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":  # zoo.fast is written with TensorFlow: it loads where TensorFlow runs
+        _load()
     found = REPLACEMENTS.get(key)
     if found is None or (found[1] and _state["export"]):
         return None
-    import keras  # imported already by whatever calls a replaceable function
-
-    return found[0] if keras.backend.backend() in found[2] else None
+    return found[0] if backend in found[2] else None
 
 
 def replaceable(function):
