@@ -100,6 +100,8 @@ def small_work(x, static, dynamic):
         return True
     if None not in static:
         return static[0] * static[1] * static[2] <= SMALL_WORK
+    if exporting():  # no cond in a SavedModel: grappler's cost model warns of its branches at every load
+        return False
     tq, tk, d = [size if size is not None else tensor for size, tensor in zip(static, dynamic())]
     return tq * tk * d <= SMALL_WORK
 

@@ -172,9 +172,11 @@ def attend_cross(layer, h, cross_keys, cross_values, cross_mask, training, to_he
                         queries_first=to_heads is not None, from_heads=from_heads)
 
 
-@replaces("zoo.models.transformer._EncoderLayer.call")
+@replaces("zoo.models.transformer._EncoderLayer.call", custom_gradient=True)
 def encoder_layer(self, x, attention_mask, training=None):
-    """``_EncoderLayer.call`` with the joined projections and heads-first products."""
+    """``_EncoderLayer.call`` with the joined projections and heads-first products. Training only (a
+    custom gradient by its moves): in a SavedModel, traced with it, grappler's cost model warned of its
+    softmax at every load; the encoder runs once per sentence there, on the reference layer."""
     x, weights = self.residual(x, self.self_attention_norm, lambda h: attend_self(self, h, attention_mask, training),
                                training)
     return self.feed_forward(x, training), weights
@@ -188,7 +190,7 @@ def encoder_rows(layer, rows, grid, attention_mask, training=None):
     return feed_forward_rows(layer, rows, grid, training)
 
 
-@replaces("zoo.models.transformer._DecoderLayer.call")
+@replaces("zoo.models.transformer._DecoderLayer.call", custom_gradient=True)
 def decoder_layer(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
     """``_DecoderLayer.call`` for all target positions at once with the joined projections and
     heads-first products; with a cache, the reference (decoding goes through ``decode_features``)."""
