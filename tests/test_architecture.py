@@ -167,3 +167,29 @@ def test_only_the_switch_imports_the_fast_package():
              if (target == "zoo.fast" or target.startswith("zoo.fast.")) and unit_of(source) != "zoo.fast"]
     assert not wrong, "only zoo/kernels.py may load zoo.fast:\n" + "\n".join(wrong)
     assert '"zoo.fast"' in (ROOT / "zoo" / "kernels.py").read_text(encoding="utf-8")
+
+
+def test_custom_gradients_and_raw_ops_live_in_the_fast_package_only():
+    """The reference path reads as the papers: TensorFlow's raw ops and hand-written gradients are
+    speed-ups, and every speed-up is a named replacement in ``zoo/fast`` behind ``kernels=``."""
+    import re
+
+    pattern = re.compile(r"custom_gradient|raw_ops")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for module, path in MODULES.items() if unit_of(module) != "zoo.fast"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, "custom gradients or raw ops outside zoo/fast (move them behind the switch):\n" + "\n".join(found)
+
+
+def test_layers_and_models_do_not_use_tensorflow():
+    """``zoo/attention`` and ``zoo/models`` are keras.ops only, so they run on every Keras backend."""
+    found = []
+    for module, path in MODULES.items():
+        if unit_of(module) not in ("zoo.attention", "zoo.models"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names
+                      if name == "tensorflow" or name.startswith("tensorflow.") or name.startswith("tf_keras")]
+    assert not found, "TensorFlow imported by a layer or model (keras.ops only there):\n" + "\n".join(found)

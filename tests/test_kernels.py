@@ -37,7 +37,7 @@ def test_replaceable_calls_the_replacement_in_fast_mode_only(monkeypatch):
 
     import keras
 
-    @kernels.replaces(double.key, custom_gradient=True, backends=(keras.backend.backend(),))
+    @kernels.replaces(double.key, own_gradient=True, backends=(keras.backend.backend(),))
     def double_fast(x):
         return x + x + 0.5  # different on purpose: shows which one ran
 

@@ -29,7 +29,7 @@ MODES = (FAST, REFERENCE)
 ENVIRONMENT = "ZOO_KERNELS"
 
 _state = {"mode": None, "export": False, "loaded": False}
-REPLACEMENTS = {}  # reference key -> (replacement, has_custom_gradient)
+REPLACEMENTS = {}  # reference key -> (replacement, writes its own gradient, Keras backends)
 
 
 def check(mode, key="kernels"):
@@ -83,15 +83,15 @@ def key_of(function):
     return f"{function.__module__}.{function.__qualname__}"
 
 
-def replaces(key, custom_gradient=False, backends=("tensorflow",)):
+def replaces(key, own_gradient=False, backends=("tensorflow",)):
     """Registers the decorated function (in ``zoo.fast``) as the replacement of the reference function
     ``key`` (``"zoo.models.rnn.run_layer"``, ``"zoo.attention.base_attention.BaseAttention.attend"``).
-    ``custom_gradient``: it writes its own gradient (not used while ``exporting()``). ``backends``: the
+    ``own_gradient``: it writes its own gradient (not used while ``exporting()``). ``backends``: the
     Keras backends it runs on (the speed-ups are TensorFlow's); on any other the reference runs."""
     def decorator(function):
         if key in REPLACEMENTS:
             raise ValueError(f"{key} already has a replacement: {REPLACEMENTS[key][0].__qualname__}")
-        REPLACEMENTS[key] = (function, custom_gradient, tuple(backends))
+        REPLACEMENTS[key] = (function, own_gradient, tuple(backends))
         return function
 
     return decorator

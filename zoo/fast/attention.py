@@ -142,7 +142,7 @@ def small_softmax(scores, mask=None):
     return weights if mask is None else weights * ops.cast(mask, weights.dtype)
 
 
-@replaces(MOVE_AXES, custom_gradient=True)
+@replaces(MOVE_AXES, own_gradient=True)
 def move_axes(x, perm, own_kernel=False):
     """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
     forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's

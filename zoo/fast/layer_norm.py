@@ -28,7 +28,7 @@ def _closed_form(layer, rank):
             and layer.axis[0] % rank == rank - 1)
 
 
-@kernels.replaces("zoo.models.layer_norm.LayerNormalization.call", custom_gradient=True)
+@kernels.replaces("zoo.models.layer_norm.LayerNormalization.call", own_gradient=True)
 def call(self, inputs):
     if not _closed_form(self, len(inputs.shape)):
         return LayerNormalization.call.reference(self, inputs)

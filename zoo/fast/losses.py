@@ -21,7 +21,7 @@ from zoo import kernels
 from zoo.training import losses
 
 
-@kernels.replaces("zoo.training.losses.token_losses", custom_gradient=True)
+@kernels.replaces("zoo.training.losses.token_losses", own_gradient=True)
 def token_losses(y_true, y_pred, label_smoothing=0.0, pad_id=0):
     if keras.backend.backend() != "tensorflow":
         return losses.token_losses.reference(y_true, y_pred, label_smoothing, pad_id)

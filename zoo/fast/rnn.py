@@ -52,7 +52,7 @@ def _plain_cell(layer, training):
     return keras.backend.backend() == "tensorflow" and not keras.distribution.list_devices("gpu")
 
 
-@kernels.replaces("zoo.models.rnn.run_layer", custom_gradient=True)
+@kernels.replaces("zoo.models.rnn.run_layer", own_gradient=True)
 def run_layer(layer, inputs, mask=None, initial_state=None, training=None):
     """``rnn.run_layer``: by ``_projected_rnn`` where every part of ``layer`` is plain (``mask`` must
     then be True on a prefix of each row: right padding, as everywhere in ``zoo``); otherwise the

@@ -172,7 +172,7 @@ def attend_cross(layer, h, cross_keys, cross_values, cross_mask, training, to_he
                         queries_first=to_heads is not None, from_heads=from_heads)
 
 
-@replaces("zoo.models.transformer._EncoderLayer.call", custom_gradient=True)
+@replaces("zoo.models.transformer._EncoderLayer.call", own_gradient=True)
 def encoder_layer(self, x, attention_mask, training=None):
     """``_EncoderLayer.call`` with the joined projections and heads-first products. Training only (a
     custom gradient by its moves): in a SavedModel, traced with it, grappler's cost model warned of its
@@ -190,7 +190,7 @@ def encoder_rows(layer, rows, grid, attention_mask, training=None):
     return feed_forward_rows(layer, rows, grid, training)
 
 
-@replaces("zoo.models.transformer._DecoderLayer.call", custom_gradient=True)
+@replaces("zoo.models.transformer._DecoderLayer.call", own_gradient=True)
 def decoder_layer(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
     """``_DecoderLayer.call`` for all target positions at once with the joined projections and
     heads-first products; with a cache, the reference (decoding goes through ``decode_features``)."""
@@ -284,7 +284,7 @@ def encode_rows(model, source, training=None):
     return cross_caches(model, rows, mask, grid)
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.training_features", custom_gradient=True)
+@replaces("zoo.models.transformer.TransformerSeq2Seq.training_features", own_gradient=True)
 def training_features(self, source, target_in, training=None):
     """``TransformerSeq2Seq.training_features`` with the position-wise work at the real positions only
     (``_RealRows``), source and target: the padding's features are 0 without being computed."""
