@@ -3,9 +3,9 @@
 
 import pytest
 
-from conftest import compose, empty_store
-
 from zoo import kernels
+
+from conftest import compose, empty_store
 
 
 @pytest.mark.slow
