@@ -57,8 +57,13 @@ def test_examples_are_parsed_checked_written_and_printed(tmp_path):
 
 @pytest.mark.parametrize("name, model, epochs", [("d2l_bahdanau", "bahdanau", 250), ("d2l_transformer", "transformer", 200)])
 def test_the_d2l_experiments_compose_with_d2l_settings(name, model, epochs, tmp_path, monkeypatch):
-    # The config check looks for the pair's file (only that it is there) in $ZOO_DATA_DIR.
-    (tmp_path / "fra-eng.zip").touch()
+    # The config check looks for the pair's file in $ZOO_DATA_DIR and reads its first lines: a real
+    # (tiny) pair file in manythings.org's format.
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "fra-eng.zip", "w") as archive:
+        archive.writestr("fra.txt", "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM) & #1158250 (Wittydev)\n"
+                                    "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #509819 (Aiji)\n")
     monkeypatch.setenv("ZOO_DATA_DIR", str(tmp_path))
     cfg = compose([f"experiment={name}"])
     validate_train(cfg)

@@ -179,13 +179,13 @@ def test_the_wide_vocabulary_takes_the_fast_paths(monkeypatch):
     assert WIDE >= 16 * 64 and WIDE >= 2048 and fast.slice_width(WIDE, 40) is not None
     widths = {}
     for reference in (sampling.top_k_rows, sampling.nucleus, best_continuations):
-        replacement, gradient = kernels.REPLACEMENTS[reference.key][:2]
+        replacement, gradient, backends = kernels.REPLACEMENTS[reference.key]
 
         def spy(values, *args, _name=reference.__name__, _replacement=replacement, **kwargs):
             widths.setdefault(_name, set()).add(values.shape[-1])
             return _replacement(values, *args, **kwargs)
 
-        monkeypatch.setitem(kernels.REPLACEMENTS, reference.key, (spy, gradient))
+        monkeypatch.setitem(kernels.REPLACEMENTS, reference.key, (spy, gradient, backends))
     keras.utils.set_random_seed(0)
     model = zoo.models.create("luong", source_vocab_size=SRC_VOCAB, target_vocab_size=WIDE, **TINY["luong"])
     with kernels.using("fast"):
