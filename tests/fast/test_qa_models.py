@@ -9,19 +9,10 @@ import pytest
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
+from test_qa_models import QUESTION, STORY, TINY  # noqa: E402  (the tiny sizes and stories of tests/test_qa_models.py)
+
 import zoo.models  # noqa: E402
 from zoo import kernels  # noqa: E402
-
-TINY = {
-    "memory_network": {"embed_dim": 8, "hops": 2},
-    "aoa_reader": {"embed_dim": 8, "hidden_size": 6},
-    "coattention_reader": {"embed_dim": 8, "hidden_size": 6, "units": 5},
-    "self_attentive_reader": {"embed_dim": 8, "hidden_size": 6, "units": 5, "hops": 3, "mlp_units": 7},
-    "relation_reader": {"embed_dim": 8, "hidden_size": 6, "mlp_units": 7},
-}
-STORY = np.array([[[5, 6, 7, 8, 0], [9, 10, 11, 0, 0], [5, 12, 7, 13, 0], [14, 6, 7, 8, 15]],
-                  [[9, 6, 7, 16, 0], [5, 4, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]]], dtype="int32")
-QUESTION = np.array([[4, 5, 6], [4, 9, 0]], dtype="int32")
 
 
 def test_every_qa_model_has_a_case():

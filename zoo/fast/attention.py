@@ -153,6 +153,13 @@ def move_axes(x, perm, own_kernel=False):
     768]`` 170 -> 137 us)."""
     if not own_kernel or not own_kernels(x) or exporting():
         return ops.transpose(x, perm)
+    return int32_transpose(x, perm)
+
+
+def int32_transpose(x, perm):
+    """``tf.transpose(x, perm)`` of a float32 ``x`` on its bits as int32, forward and backward (the
+    gradient is the inverse move): TensorFlow's own transpose kernel, which oneDNN does not take over
+    (``move_axes`` here, the RNN layers' time-major moves in ``zoo.fast.rnn``)."""
     inverse = tuple(perm.index(axis) for axis in range(len(perm)))
 
     def moved_bits(t, order):

@@ -30,6 +30,7 @@ import tensorflow as tf
 from keras import ops
 
 from zoo import kernels
+from zoo.fast.attention import int32_transpose
 from zoo.models import rnn
 
 
@@ -77,16 +78,7 @@ def _transpose(x, perm):
     and backward), which oneDNN does not take over."""
     if x.dtype != tf.float32:
         return tf.transpose(x, perm)
-    inverse = tuple(perm.index(axis) for axis in range(len(perm)))
-
-    def moved_bits(t, order):
-        return tf.bitcast(tf.transpose(tf.bitcast(t, tf.int32), order), t.dtype)
-
-    @tf.custom_gradient
-    def moved(t):
-        return moved_bits(t, perm), lambda upstream: moved_bits(upstream, inverse)
-
-    return moved(x)
+    return int32_transpose(x, perm)
 
 
 def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=False):
