@@ -199,3 +199,57 @@ def pytest_sessionfinish(session, exitstatus):
     recorded = {**_file_seconds(), **{name: round(s, 1) for name, s in _spent.items()}}
     DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
     print(f"\ntests/durations.json: {len(_spent)} files, {sum(_spent.values()):.0f} s of tests")
+
+
+def free_port() -> int:
+    """A free TCP port of 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mlflow_server(folder):
+    """``mlflow server`` on a free port of 127.0.0.1 (SQLite backend and artifacts in ``folder``, its log
+    in ``folder/server.log``), once it answers ``/health``: a context manager yielding the port, the
+    server stopped after."""
+    import contextlib
+    import subprocess
+    import time
+    import urllib.request
+
+    @contextlib.contextmanager
+    def running():
+        port = free_port()
+        log = open(folder / "server.log", "w")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+             "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+             "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=folder,
+            # MLflow 3's job runner (GenAI scorers) starts eight more Python processes the zoo never uses
+            env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail("mlflow server did not start: " + (folder / "server.log").read_text()[-2000:])
+            time.sleep(0.5)
+        try:
+            yield port
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            log.close()
+
+    return running()

@@ -13,6 +13,8 @@ import pytest
 from zoo import store
 from zoo.config import redact_uri
 
+from conftest import mlflow_server
+
 SECRET = "s3cr3t-9f1c"
 CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
                         "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AWS_SIGV4",
@@ -171,52 +173,12 @@ KINDS = {
 }
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``mlflow server`` on a free port of 127.0.0.1 (SQLite backend, local artifacts, no auth: it ignores
     credentials, and the test is that the zoo takes them and never shows them); yields its port."""
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    folder = tmp_path_factory.mktemp("server")
-    port = _free_port()
-    log = open(folder / "server.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{folder / 'server.db'}", "--artifacts-destination",
-         str(folder / "artifacts"), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("mlflow server did not start: " + (folder / "server.log").read_text()[-2000:])
-        time.sleep(0.5)
-    try:
+    with mlflow_server(tmp_path_factory.mktemp("server")) as port:
         yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

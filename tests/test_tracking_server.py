@@ -4,57 +4,19 @@ alias, and ``python train.py --from-run <id>`` (re-running a run from its record
 """
 
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from conftest import ROOT, evaluate_here, run_python
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import mlflow_server as start_mlflow_server
 
 
 @pytest.fixture
 def mlflow_server(tmp_path):
     """``mlflow server`` on a free port of 127.0.0.1; yields its URI; stopped afterwards."""
-    port = _free_port()
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-        # MLflow 3's job runner (GenAI scorers) starts eight more Python processes the zoo never uses
-        env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            pytest.fail("mlflow server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
-        time.sleep(0.5)
-    try:
-        yield uri
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    with start_mlflow_server(tmp_path) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.slow

@@ -17,18 +17,18 @@ from conftest import compose
     ("trainer.onednn=sometimes", "trainer.onednn='sometimes' is not valid: expected true or false or null"),
 ])
 def test_bad_engine_values_are_one_line(override, message):
-    from zoo.training.runtime import check_trainer
+    from zoo.config import trainer_problems
 
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
-        check_trainer(compose(["debug=smoke", override]).trainer)
+    found = trainer_problems(compose(["debug=smoke", override]).trainer)
+    assert len(found) == 1 and message in found[0], found
 
 
 def test_multi_worker_without_tf_config_is_refused(monkeypatch):
-    from zoo.training.runtime import check_trainer
+    from zoo.config import trainer_problems
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    with pytest.raises(ConfigError, match="needs TF_CONFIG"):
-        check_trainer(compose(["debug=smoke", "trainer.strategy=multi_worker"]).trainer)
+    found = trainer_problems(compose(["debug=smoke", "trainer.strategy=multi_worker"]).trainer)
+    assert len(found) == 1 and "needs TF_CONFIG" in found[0], found
 
 
 def test_device_auto_says_what_it_picked_and_gpu_without_one_is_an_error(capsys):

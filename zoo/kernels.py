@@ -74,6 +74,12 @@ def exporting():
         _state["export"] = saved
 
 
+def is_exporting():
+    """Whether a SavedModel is being traced (within ``exporting()``): a replacement built on kernels with
+    hand-written gradients runs them forward-only then."""
+    return _state["export"]
+
+
 def fast():
     """Whether the fast path is on."""
     return mode() == FAST

@@ -69,14 +69,6 @@ def masked_softmax(scores, mask=None, axis=-1):
     return weights * ops.cast(mask, weights.dtype)
 
 
-@kernels.replaceable
-def move_axes(x, perm, own_kernel=False):
-    """``ops.transpose(x, perm)``. ``own_kernel`` is a hint for the fast path (``zoo.fast``), which may
-    move small float32 tensors by another kernel; the result is the transpose either way."""
-    del own_kernel
-    return ops.transpose(x, perm)
-
-
 def causal_mask(tq, tv, start=None):
     """``[Tq, Tv]`` bool mask: query ``i``, at position ``start + i``, may see keys ``j <= start + i``.
 

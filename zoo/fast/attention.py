@@ -41,15 +41,11 @@ NARROW_HEADS = 64  # H * d at or below which the heads move between layouts by T
 
 
 # -- TensorFlow's own kernels ---------------------------------------------------------------------
-MOVE_AXES = "zoo.attention.base_attention.move_axes"  # registered with a custom gradient (below)
-
-
 def exporting() -> bool:
-    """Whether a SavedModel is being traced (``kernels.exporting()``, which leaves out the replacements
-    registered with a custom gradient, ``move_axes``' among them). The kernels here then run without
+    """Whether a SavedModel is being traced (``kernels.exporting()``). The kernels here then run without
     their hand-written gradients (an exported model is not differentiated), so the replacements built
     on them stay in force in exports, with no custom gradient in the graph."""
-    return kernels.replacement(MOVE_AXES) is None
+    return kernels.is_exporting()
 
 
 def own_kernels(x) -> bool:
@@ -142,7 +138,6 @@ def small_softmax(scores, mask=None):
     return weights if mask is None else weights * ops.cast(mask, weights.dtype)
 
 
-@replaces(MOVE_AXES, own_gradient=True)
 def move_axes(x, perm, own_kernel=False):
     """``ops.transpose(x, perm)``; with ``own_kernel`` (float32 on TensorFlow) by TensorFlow's own kernel,
     forward and backward: the same bits moved as int32, which oneDNN does not take over. oneDNN's

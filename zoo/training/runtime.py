@@ -1,7 +1,8 @@
 """Where and how the step runs: device, ``tf.distribute`` strategy, precision policy, seeds.
 
-``check_trainer(cfg.trainer)`` runs before TensorFlow is imported; ``setup(cfg)`` must run
-before any other TensorFlow op (MultiWorkerMirroredStrategy configures the runtime's
+The trainer keys are checked with the rest of the command line before TensorFlow is imported
+(``zoo.config.trainer_problems``); ``setup(cfg)`` must run before any other TensorFlow op
+(MultiWorkerMirroredStrategy configures the runtime's
 collectives when it is created).
 """
 
@@ -13,16 +14,8 @@ import os
 from typing import Any
 
 from zoo.catalog import DEVICES, PRECISIONS, STRATEGIES  # noqa: F401 - the closed choices live in the catalog
-from zoo.config import trainer_problems
 from zoo.environ import set_onednn, set_threads
 from zoo.errors import ConfigError
-
-
-def check_trainer(trainer) -> None:
-    """The engine's keys of ``cfg.trainer``: ConfigError with one line per problem (``zoo.config.trainer_problems``)."""
-    found = trainer_problems(trainer)
-    if found:
-        raise ConfigError("\n".join(found))
 
 
 @dataclasses.dataclass
