@@ -12,7 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from zoo.config import ConfigError, exit_on_bad_command_line, print_errors
-from zoo.tracking.runs import expand_command_line
+from zoo.tracking.command_line import expand_command_line
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

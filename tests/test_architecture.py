@@ -71,7 +71,7 @@ def imports(module: str, path: Path):
                 (node.module == "zoo" or node.module.startswith("zoo.")):
             for alias in node.names:
                 submodule = f"{node.module}.{alias.name}"
-                if submodule in MODULES:  # ``from zoo.models import rnn`` imports the module zoo.models.rnn
+                if submodule in MODULES:  # ``from zoo.models import rnn`` imports the module zoo.models.recurrent.rnn
                     found.append((submodule, [], node.lineno, id(node) in top))
                 else:
                     found.append((node.module, [alias.name], node.lineno, id(node) in top))
@@ -193,3 +193,38 @@ def test_layers_and_models_do_not_use_tensorflow():
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names
                       if name == "tensorflow" or name.startswith("tensorflow.") or name.startswith("tf_keras")]
     assert not found, "TensorFlow imported by a layer or model (keras.ops only there):\n" + "\n".join(found)
+
+
+def _packages():
+    """zoo's subpackages, as folder paths relative to zoo/ (``models``, ``models/recurrent``, ...)."""
+    return {p.parent.relative_to(ROOT / "zoo").as_posix() for p in (ROOT / "zoo").rglob("__init__.py")} - {"."}
+
+
+def test_tests_mirror_the_package():
+    """``tests/<package>/`` holds the tests of ``zoo/<package>/``: every folder of tests/ is a package of
+    zoo, every top-level package of zoo has its folder of tests, no top-level test file is named for a
+    package (it belongs in that package's folder), and each file in a folder exercises that package
+    (it imports or names ``zoo.<package>``; the fast path's tests reach it through its only door,
+    the switch ``zoo.kernels``)."""
+    tests = ROOT / "tests"
+    packages = _packages()
+    folders = {p.parent.relative_to(tests).as_posix() for p in tests.rglob("test_*.py")} - {"."}
+    helpers = {p.parent.relative_to(tests).as_posix() for p in tests.rglob("*.py")} - {"."}
+    assert not (folders | helpers) - packages, f"tests/ folders with no zoo package: {sorted((folders | helpers) - packages)}"
+    top = {p for p in packages if "/" not in p}
+    assert not top - folders, f"zoo packages without tests/<package>/: {sorted(top - folders)}"
+    named = sorted(p.name for p in tests.glob("test_*.py") if p.stem.removeprefix("test_") in top)
+    assert not named, f"top-level test files named for a package (move them to its folder): {named}"
+    wrong = []
+    for path in sorted(tests.rglob("test_*.py")):
+        folder = path.parent.relative_to(tests).as_posix()
+        if folder == ".":
+            continue
+        dotted = folder.replace("/", ".")
+        text = path.read_text(encoding="utf-8")
+        doors = [f"zoo.{dotted}", f"zoo/{folder}", f"from zoo import {dotted}"]
+        if dotted == "fast":
+            doors += ["from zoo import kernels", "zoo.kernels"]
+        if not any(door in text for door in doors):
+            wrong.append(path.relative_to(ROOT).as_posix())
+    assert not wrong, f"test files that never touch the package their folder mirrors: {wrong}"

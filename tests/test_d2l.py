@@ -7,7 +7,7 @@ import pytest
 
 from zoo.config import ConfigError, precheck, validate_train
 from zoo.evaluation.examples import format_examples, parse_examples, write_examples
-from zoo.evaluation.metrics import d2l_bleu, d2l_tokens
+from zoo.metrics.d2l_bleu import d2l_bleu, d2l_tokens
 
 from conftest import compose
 

@@ -88,7 +88,7 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
 
 
 def test_examples_are_translated_scored_and_logged(trained):
-    from zoo.evaluation.metrics import d2l_bleu
+    from zoo.metrics.d2l_bleu import d2l_bleu
 
     metrics = trained["client"].get_run(trained["result"]["run_id"]).data.metrics
     rows = list(csv.DictReader(open(trained["artifacts"] / "examples.csv", encoding="utf-8")))

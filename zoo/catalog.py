@@ -143,7 +143,8 @@ def _literal(path: Path, name: str):
 
 
 def _constraints(package: str, name: str) -> tuple:
-    path = PACKAGE_DIR / package / f"{name}.py"
+    found = sorted((PACKAGE_DIR / package).rglob(f"{name}.py"))  # zoo/models/<family>/<name>.py
+    path = found[0] if found else PACKAGE_DIR / package / f"{name}.py"
     if not path.is_file() or "CONSTRAINTS" not in _module_names(path):
         return ()
     return tuple(_literal(path, "CONSTRAINTS"))
@@ -158,7 +159,7 @@ def data_constraints(name: str) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def model_constraints(name: str) -> tuple:
-    """The rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<name>.py``, checked by
+    """The rules model ``name`` declares (``CONSTRAINTS`` in ``zoo/models/<family>/<name>.py``, checked by
     ``zoo.checks.constraint_problems``), read without importing the module; () when it declares none."""
     return _constraints("models", name)
 

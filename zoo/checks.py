@@ -27,6 +27,13 @@ def positive_int(name, value, allow_none=False):
     return int(value)
 
 
+def rate(name, value):
+    """Returns ``float(value)`` if it is a number in [0, 1) (a dropout rate), else raises naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
+        raise invalid(name, "a float in [0, 1)", value)
+    return float(value)
+
+
 def positive_float(name, value):
     """Returns ``float(value)`` if it is a finite number > 0, else raises."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < float("inf"):
@@ -66,7 +73,7 @@ def optional_int(name, value):
 
 # -- declared size rules ------------------------------------------------------------------------
 # A component declares the rules between its arguments once, as a literal ``CONSTRAINTS`` tuple in
-# its module (``zoo/models/transformer.py``); its constructor calls ``enforce`` and the config
+# its module (``zoo/models/self_attention/transformer.py``); its constructor calls ``enforce`` and the config
 # validator, which must not import Keras, reads the same literal with ``zoo.catalog.model_constraints``
 # (an AST read of the file) and calls ``constraint_problems``. A rule is a dict:
 #   {"rule": "multiple", "key": a, "of": b, "why": ...}        a % b == 0

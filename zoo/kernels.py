@@ -91,7 +91,7 @@ def key_of(function):
 
 def replaces(key, own_gradient=False, backends=("tensorflow",)):
     """Registers the decorated function (in ``zoo.fast``) as the replacement of the reference function
-    ``key`` (``"zoo.models.rnn.run_layer"``, ``"zoo.attention.base_attention.BaseAttention.attend"``).
+    ``key`` (``"zoo.models.recurrent.rnn.run_layer"``, ``"zoo.attention.base_attention.BaseAttention.attend"``).
     ``own_gradient``: it writes its own gradient (not used while ``exporting()``). ``backends``: the
     Keras backends it runs on (the speed-ups are TensorFlow's); on any other the reference runs."""
     def decorator(function):

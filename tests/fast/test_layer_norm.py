@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from zoo import kernels
 from zoo.fast import layer_norm as fast_layer_norm
-from zoo.models.layer_norm import LayerNormalization
+from zoo.models.self_attention.layer_norm import LayerNormalization
 
 RNG = np.random.default_rng(0)
 

@@ -9,7 +9,7 @@ import pytest
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
-from test_qa_models import QUESTION, STORY, TINY  # noqa: E402  (the tiny sizes and stories of tests/test_qa_models.py)
+from models.test_readers import QUESTION, STORY, TINY  # noqa: E402  (the tiny sizes and stories of tests/models/test_readers.py)
 
 import zoo.models  # noqa: E402
 from zoo import kernels  # noqa: E402

@@ -12,7 +12,7 @@ from keras import ops
 
 from zoo import kernels
 from zoo.fast import rnn as fast_rnn
-from zoo.models import rnn
+from zoo.models.recurrent import rnn
 
 LENGTHS = np.array([6, 3, 1, 0])
 

@@ -23,13 +23,13 @@ OPTIONS = [
     {"positions": "learned", "tie_output": True, "num_layers": 1},
 ]
 KEYS = {  # the replacements that stay in force while a SavedModel is traced
-    "zoo.models.transformer.TransformerSeq2Seq.encode": fast.encode,
-    "zoo.models.transformer.TransformerSeq2Seq.decode_features": fast.decode_features,
+    "zoo.models.self_attention.transformer.TransformerSeq2Seq.encode": fast.encode,
+    "zoo.models.self_attention.transformer.TransformerSeq2Seq.decode_features": fast.decode_features,
 }
 TRAINING_ONLY = {  # registered with a custom gradient: a SavedModel runs the reference there
-    "zoo.models.transformer._EncoderLayer.call": fast.encoder_layer,
-    "zoo.models.transformer._DecoderLayer.call": fast.decoder_layer,
-    "zoo.models.transformer.TransformerSeq2Seq.training_features": fast.training_features,
+    "zoo.models.self_attention.transformer._EncoderLayer.call": fast.encoder_layer,
+    "zoo.models.self_attention.transformer._DecoderLayer.call": fast.decoder_layer,
+    "zoo.models.self_attention.transformer.TransformerSeq2Seq.training_features": fast.training_features,
 }
 
 

@@ -120,10 +120,10 @@ def _context_dim(model) -> int:
 
 def model_forward(model, source_lengths, target_lengths) -> float:
     """Forward FLOPs of a zoo model (``transformer``, ``seq2seq``, ``bahdanau``, ``luong``) on a batch."""
-    from zoo.models.bahdanau import BahdanauSeq2Seq
-    from zoo.models.luong import LuongSeq2Seq
-    from zoo.models.seq2seq import PlainSeq2Seq
-    from zoo.models.transformer import TransformerSeq2Seq
+    from zoo.models.recurrent.bahdanau import BahdanauSeq2Seq
+    from zoo.models.recurrent.luong import LuongSeq2Seq
+    from zoo.models.recurrent.seq2seq import PlainSeq2Seq
+    from zoo.models.self_attention.transformer import TransformerSeq2Seq
 
     s, t = _arrays(source_lengths, target_lengths)
     if isinstance(model, TransformerSeq2Seq):

@@ -1,4 +1,4 @@
-"""The fast path of ``zoo.models.layer_norm.LayerNormalization.call``: the backward pass in closed form.
+"""The fast path of ``zoo.models.self_attention.layer_norm.LayerNormalization.call``: the backward pass in closed form.
 
 The reference builds the normalization from generic ops (moments, a reshape of ``gamma`` and
 ``beta``, products with broadcasting) and the tape differentiates each with its own shape
@@ -20,7 +20,7 @@ import keras
 from keras import ops
 
 from zoo import kernels
-from zoo.models.layer_norm import LayerNormalization
+from zoo.models.self_attention.layer_norm import LayerNormalization
 
 
 def _closed_form(layer, rank):
@@ -28,7 +28,7 @@ def _closed_form(layer, rank):
             and layer.axis[0] % rank == rank - 1)
 
 
-@kernels.replaces("zoo.models.layer_norm.LayerNormalization.call", own_gradient=True)
+@kernels.replaces("zoo.models.self_attention.layer_norm.LayerNormalization.call", own_gradient=True)
 def call(self, inputs):
     if not _closed_form(self, len(inputs.shape)):
         return LayerNormalization.call.reference(self, inputs)

@@ -1,4 +1,4 @@
-"""The fast path of ``zoo.models.rnn.run_layer``: whole-sequence GRU/LSTM layers on TensorFlow with
+"""The fast path of ``zoo.models.recurrent.rnn.run_layer``: whole-sequence GRU/LSTM layers on TensorFlow with
 every step's input product in one matmul before the time loop, and the loop's gradient written out.
 
 Same weights, same numbers (up to float32 rounding) as Keras' layer, which ``run_layer``'s reference
@@ -31,7 +31,7 @@ from keras import ops
 
 from zoo import kernels
 from zoo.fast.attention import int32_transpose
-from zoo.models import rnn
+from zoo.models.recurrent import rnn
 
 
 def _plain_cell(layer, training):
@@ -53,7 +53,7 @@ def _plain_cell(layer, training):
     return keras.backend.backend() == "tensorflow" and not keras.distribution.list_devices("gpu")
 
 
-@kernels.replaces("zoo.models.rnn.run_layer", own_gradient=True)
+@kernels.replaces("zoo.models.recurrent.rnn.run_layer", own_gradient=True)
 def run_layer(layer, inputs, mask=None, initial_state=None, training=None):
     """``rnn.run_layer``: by ``_projected_rnn`` where every part of ``layer`` is plain (``mask`` must
     then be True on a prefix of each row: right padding, as everywhere in ``zoo``); otherwise the

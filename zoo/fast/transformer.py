@@ -1,10 +1,10 @@
-"""The Transformer's CPU speed-ups (``zoo.models.transformer``'s fast path): the training step's
+"""The Transformer's CPU speed-ups (``zoo.models.self_attention.transformer``'s fast path): the training step's
 position-wise work on the real (non-padding) positions only, gathered straight into the heads-first
 layouts of attention (``_RealRows``, with gather gradients written by hand), the self-attention's three
 projections as one product (``zoo.fast.attention.project``), and a decoding step on rows ``[B, D]``
 with one-position heads maps, whose every projection is one plain matmul.
 
-Each function registered here replaces one reference method of ``zoo.models.transformer`` wholesale,
+Each function registered here replaces one reference method of ``zoo.models.self_attention.transformer`` wholesale,
 with the same arguments, results and data layouts (the memory's cross caches and the decoder state
 are the reference's: heads first, keys unscaled), so a model's variables, its memory and its state do
 not depend on the mode. Measured (docs/performance.md): the real rows took the small Transformer's
@@ -18,7 +18,7 @@ from keras import ops
 from zoo.attention.base_attention import causal_mask
 from zoo.fast.attention import attend_heads, project, write_cache
 from zoo.kernels import replaces
-from zoo.models.common import attention_row
+from zoo.models.alignment import attention_row
 from zoo.tokens import PAD_ID
 
 
@@ -172,7 +172,7 @@ def attend_cross(layer, h, cross_keys, cross_values, cross_mask, training, to_he
                         queries_first=to_heads is not None, from_heads=from_heads)
 
 
-@replaces("zoo.models.transformer._EncoderLayer.call", own_gradient=True)
+@replaces("zoo.models.self_attention.transformer._EncoderLayer.call", own_gradient=True)
 def encoder_layer(self, x, attention_mask, training=None):
     """``_EncoderLayer.call`` with the joined projections and heads-first products. Training only (a
     custom gradient by its moves): in a SavedModel, traced with it, grappler's cost model warned of its
@@ -190,7 +190,7 @@ def encoder_rows(layer, rows, grid, attention_mask, training=None):
     return feed_forward_rows(layer, rows, grid, training)
 
 
-@replaces("zoo.models.transformer._DecoderLayer.call", own_gradient=True)
+@replaces("zoo.models.self_attention.transformer._DecoderLayer.call", own_gradient=True)
 def decoder_layer(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
     """``_DecoderLayer.call`` for all target positions at once with the joined projections and
     heads-first products; with a cache, the reference (decoding goes through ``decode_features``)."""
@@ -261,7 +261,7 @@ def cross_caches(model, memory, mask, grid=None):
     return out if grid is not None else {"memory": memory, **out}
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.encode")
+@replaces("zoo.models.self_attention.transformer.TransformerSeq2Seq.encode")
 def encode(self, source, training=None):
     """``TransformerSeq2Seq.encode`` with the cross caches of ``cross_caches``."""
     memory, mask, _ = self._encode(source, training=training)
@@ -284,7 +284,7 @@ def encode_rows(model, source, training=None):
     return cross_caches(model, rows, mask, grid)
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.training_features", own_gradient=True)
+@replaces("zoo.models.self_attention.transformer.TransformerSeq2Seq.training_features", own_gradient=True)
 def training_features(self, source, target_in, training=None):
     """``TransformerSeq2Seq.training_features`` with the position-wise work at the real positions only
     (``_RealRows``), source and target: the padding's features are 0 without being computed."""
@@ -298,7 +298,7 @@ def training_features(self, source, target_in, training=None):
     return grid.to_grid(rows)
 
 
-@replaces("zoo.models.transformer.TransformerSeq2Seq.decode_features")
+@replaces("zoo.models.self_attention.transformer.TransformerSeq2Seq.decode_features")
 def decode_features(self, token, state, memory, training=None):
     """``TransformerSeq2Seq.decode_features`` on rows ``[B, D]`` through the layers (``decoder_step``)."""
     step, caches = state[0], state[1:]

@@ -1,18 +1,26 @@
-"""Registered sequence-to-sequence models composed from ``zoo.attention``.
+"""Registered models composed from ``zoo.attention``, one folder per family:
 
-``names()`` lists them; ``create(name, **kwargs)`` builds one (``source_vocab_size`` and
-``target_vocab_size`` come from the data). Every module in this package is imported here,
-so a new model file registers itself.
+- ``recurrent/``: RNN encoder-decoders (``seq2seq``, ``bahdanau``, ``luong``) and their stacks (``rnn.py``);
+- ``self_attention/``: the Transformer and its LayerNorm;
+- ``readers/``: story-QA readers (``memory_network``, ``aoa_reader``, ...) and their interface (``qa_model.py``);
+- ``regression/``: ``nadaraya_watson``.
+
+Shared by the families: ``encoder_decoder.py`` (the ``Seq2SeqModel`` interface every decoder keeps),
+``alignment.py`` (an alignment attention inside a decoder), ``registry.py`` (``@register_model``).
+
+``names()`` lists the models; ``create(name, **kwargs)`` builds one (``source_vocab_size`` and
+``target_vocab_size`` come from the data). Every module below this package is imported here, so a
+new model file registers itself.
 """
 
 import importlib
 import pkgutil
 
-from zoo.models.seq2seq_model import MODELS, Seq2SeqModel, register_model
+from zoo.models.encoder_decoder import Seq2SeqModel
+from zoo.models.registry import MODELS, register_model
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "seq2seq_model":
-        importlib.import_module(f"{__name__}.{_module.name}")
+for _module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+    importlib.import_module(_module.name)
 
 
 def names(task=None):

@@ -25,11 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 from zoo.config import redacted
 from zoo.tracking import tracking_credentials
 from zoo.training import log, resume
-from zoo.training.callbacks import input_seconds_per_batch
 from zoo.training.fit import FitResult, LoopState, fit
 from zoo.training.model import weights_digest
 from zoo.training.runtime import Runtime, reset_policy, setup
 from zoo.training.signals import Interrupted, StopRequest, handle_signals
+from zoo.training.timing import input_seconds_per_batch
 
 EpochHook = Callable[[Dict[str, float], int], None]
 

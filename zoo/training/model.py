@@ -35,7 +35,7 @@ def make_optimizer(optimizer_cfg, clipnorm=None, loss_scale=False):
     import keras
 
     from zoo.training import optimizers
-    from zoo.training.losses import WarmupSchedule
+    from zoo.training.schedules import WarmupSchedule
 
     learning_rate = float(optimizer_cfg.learning_rate)
     warmup, decay = int(optimizer_cfg.get("warmup_steps") or 0), optimizer_cfg.get("decay") or "none"

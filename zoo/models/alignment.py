@@ -1,0 +1,60 @@
+"""An alignment attention inside a decoder: creating it from the config, one decoding step's attend
+(beam rows grouped per sentence), and the weights as one row per query.
+
+Shared by the RNN decoders (``zoo.models.recurrent``) and the Transformer's cross-attention weights
+(``zoo.models.self_attention``). Backend-neutral (``keras.ops`` only), like the rest of ``zoo.models``.
+"""
+
+import inspect
+
+from keras import ops
+
+import zoo.attention
+from zoo.checks import invalid
+from zoo.models.encoder_decoder import HYPOTHESES
+
+
+def create_alignment_attention(model_name, attention, options, dtype=None):
+    """The alignment attention layer ``attention``, named ``attention``, or a clear error."""
+    if attention not in zoo.attention.alignment_names():
+        raise ValueError(f"Unknown alignment attention '{attention}' for model {model_name}. "
+                         f"Available: {', '.join(zoo.attention.alignment_names())}")
+    if not isinstance(options, dict):
+        raise invalid("attention_options", "a dict of keyword arguments for the attention layer", options)
+    return zoo.attention.create(attention, name="attention", dtype=dtype, **options)
+
+
+def takes_positions(attention):
+    """True if the layer's ``attend`` takes the query position (``position_offset``), e.g. local-m."""
+    return "position_offset" in inspect.signature(attention.attend).parameters
+
+
+def head_mean(weights):
+    """``[B, Tq, Tv]`` attention weights: multi-head ``[B, H, Tq, Tv]`` averaged over heads."""
+    return ops.mean(weights, axis=1) if len(weights.shape) == 4 else weights
+
+
+def attention_row(weights):
+    """``[B, Tv]`` from the weights of one query step (``[B, 1, Tv]`` or ``[B, H, 1, Tv]``)."""
+    return ops.squeeze(head_mean(weights), 1)
+
+
+def attend_step(attention, query, memory, training=None, **position):
+    """One decoding step's attention of ``query [R, D]`` over ``memory`` (``encode``'s ``memory``,
+    ``keys``, ``memory_mask`` ``[B, Ts]``): ``(context [R, C], weights [R, Ts])``.
+
+    ``R = B G`` rows, ``G = memory.get(HYPOTHESES, 1)``: where beam search keeps the memory one row
+    per sentence (``Seq2SeqModel.hypotheses_memory``), a sentence's ``G`` rows attend as its ``G``
+    queries, ``[B, G, D]``, so its keys and values are read once, not ``G`` times (base ``luong``,
+    beam 4, 64 sentences: the scores and context products at ``[256, 1, 256] x [256, 256, 20]`` a
+    step as ``[64, 4, 256] x [64, 256, 20]``). ``position`` (``position_offset``) places each
+    query; a positional attention's queries are rows of their own, so its models do not group.
+    """
+    group = memory.get(HYPOTHESES, 1)
+    queries = ops.reshape(query, (-1, group, query.shape[-1]))  # [B, G, D]
+    mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]: every query of a sentence alike
+    context, weights = attention.attend(queries, memory["memory"], memory["keys"], mask=mask,
+                                        return_attention_scores=True, training=training, **position)
+    weights = head_mean(weights)  # [B, G, Ts]
+    return (ops.reshape(context, (-1, context.shape[-1])),
+            ops.reshape(weights, (-1, ops.shape(weights)[-1])))
