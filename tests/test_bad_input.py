@@ -42,6 +42,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model.cell=gruu"], ["model.cell='gruu'", "'lstm'", "model.cell=gru"]),
     (["data.train_size=-5"], ["data.train_size=-5", ">= 1"]),
     (["data=reverse", "data.min_length=9", "data.max_length=3"], ["data.min_length=9", "max_length=3"]),
+    (["data=reverse", "data.test_min_length=90", "data.test_max_length=60"], ["data.test_min_length=90",
+                                                                            "empty test length range 90-60"]),
     (["model=aoa_reader", "data=story_qa", "data.max_sentences=60"], ["data.max_sentences=60", "at most 50"]),
     (["model=transformer", "model.activation=swish"], ["model.activation='swish'", "'gelu'"]),
     (["model=memory_network", "data=story_qa", "model.encoding=pos"], ["model.encoding='pos'", "model.encoding=position"]),

@@ -429,6 +429,9 @@ def data_problems(check: "_Checker") -> None:
         return
     if data.get("name") != "tatoeba":  # the rules the dataset declares (CONSTRAINTS in zoo/data/<name>.py)
         declared_problems(check, "data", catalog.data_constraints(str(data.get("name"))))
+        if "test_min_length" in data or "test_max_length" in data:
+            for line in test_length_problems(OmegaConf.to_container(data, resolve=True)):
+                check.add(line)
         return
     path = data.get("path")
     if path:
@@ -458,6 +461,32 @@ def data_problems(check: "_Checker") -> None:
     for key in ("val_size", "test_size"):
         check.rule(f"data.{key}", lambda v: _is_number(v) and v >= 0,
                    "a fraction in (0, 1) of the pairs, a number of pairs, or 0 (use the training pairs)")
+
+
+def test_length_problems(data: Dict[str, Any]) -> List[str]:
+    """``data.test_min_length`` / ``data.test_max_length``: a test length range apart from training's
+    (``data=reverse``'s length generalisation), each an integer >= 1 or null (= the training range's
+    end), the range not empty once its nulls are filled in. One line per problem; ``zoo.data.reverse``
+    raises the same lines."""
+    found = []
+    for key in ("test_min_length", "test_max_length"):
+        value = data.get(key)
+        if value is not None and (not _is_int(value) or value < 1):
+            found.append(f"data.{key}={value!r} is not valid: expected an integer >= 1, or null for the training "
+                         f"range's {'min_length' if key == 'test_min_length' else 'max_length'} (default: null).")
+    if found:
+        return found
+    low = data.get("test_min_length") if data.get("test_min_length") is not None else data.get("min_length")
+    high = data.get("test_max_length") if data.get("test_max_length") is not None else data.get("max_length")
+    if _is_int(low) and _is_int(high) and low > high:
+        named = [f"data.{k}={data.get(k)!r}" for k in ("test_min_length", "test_max_length") if data.get(k) is not None]
+        filled = [f"data.{k}={v}" for k, v, t in (("min_length", low, "test_min_length"),
+                                                    ("max_length", high, "test_max_length")) if data.get(t) is None]
+        found.append(f"{' and '.join(named)} give an empty test length range {low}-{high}"
+                     f"{' (' + ', '.join(filled) + ' fills in the null)' if filled else ''}: "
+                     f"expected test_min_length <= test_max_length; e.g. data.test_min_length={high} "
+                     f"or data.test_max_length={low}.")
+    return found
 
 
 def corpus_head_problem(check: "_Checker", key: str, path: Path, pair: Any) -> None:
