@@ -169,11 +169,16 @@ def attention_constraints(name: str) -> tuple:
     """The rules attention ``name`` declares for its options (``CONSTRAINTS`` in the module of
     ``zoo/attention/`` whose class is registered as ``@register_attention("<name>")``), which the
     validator checks against ``model.attention_options.*`` before TensorFlow starts; () when it declares none.
-    The files are searched as text, and only the one that registers ``name`` is parsed."""
+    The files are searched as text, and only the one that registers ``name`` is parsed. An alignment
+    attention whose YAML has ``BaseAttention``'s ``normalizer`` option also has its rule
+    (``CONSTRAINTS`` of ``base_attention.py``), first."""
+    inherited = ()
+    if attention_kind(name) == "alignment" and "normalizer" in _yaml("attention", name):
+        inherited = tuple(_literal(PACKAGE_DIR / "attention" / "base_attention.py", "CONSTRAINTS"))
     mark = f'@register_attention("{name}")'
     for path in sorted((PACKAGE_DIR / "attention").glob("*.py")):
         if mark in path.read_text(encoding="utf-8"):
-            return tuple(_literal(path, "CONSTRAINTS")) if "CONSTRAINTS" in _module_names(path) else ()
+            return inherited + (tuple(_literal(path, "CONSTRAINTS")) if "CONSTRAINTS" in _module_names(path) else ())
     return ()
 
 

@@ -29,7 +29,12 @@ def yaml_kwargs(name):
 
 def constructor_defaults(name):
     params = inspect.signature(layer_class(name).__init__).parameters
-    return {k: p.default for k, p in params.items() if k != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
+    defaults = {k: p.default for k, p in params.items() if k != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
+    if issubclass(layer_class(name), zoo.attention.BaseAttention) and len(layer_class(name).normalizers) > 1:
+        # BaseAttention's `normalizer`, which the alignment layers take through **kwargs
+        base = inspect.signature(zoo.attention.BaseAttention.__init__).parameters
+        defaults.setdefault("normalizer", base["normalizer"].default)
+    return defaults
 
 
 def test_every_name_has_a_config_and_every_config_a_name():

@@ -64,6 +64,26 @@ def test_every_alignment_attention_is_the_same_fast_and_reference(name, step_by_
         np.testing.assert_allclose(a, b, **TOLERANCE, err_msg=f"{name}: result {i}")
 
 
+@pytest.mark.parametrize("normalizer", ["sparsemax", "entmax15"])
+@pytest.mark.parametrize("name", [n for n in zoo.attention.alignment_names()
+                                  if len(zoo.attention.create(n).normalizers) > 1])
+def test_sparse_normalizers_are_the_same_fast_and_reference(name, normalizer):
+    """With ``normalizer=sparsemax|entmax15`` the fast ``attend`` takes the reference's normaliser
+    (only the context product may run on TensorFlow's own kernel): outputs, weights with their exact
+    zeros, and gradients equal, whole and one query at a time."""
+    keras.utils.set_random_seed(0)
+    query, value = _inputs()
+    layer = zoo.attention.create(name, normalizer=normalizer)
+    layer(query, value)
+    for step_by_step in (False, True):
+        fast_results = _run("fast", layer, query, value, step_by_step)
+        reference_results = _run("reference", layer, query, value, step_by_step)
+        assert np.array_equal(fast_results[1] == 0, reference_results[1] == 0)
+        assert np.any(reference_results[1][0] == 0) and np.all(reference_results[1][1] == 0)
+        for i, (a, b) in enumerate(zip(fast_results, reference_results)):
+            np.testing.assert_allclose(a, b, **TOLERANCE, err_msg=f"{name} {normalizer}: result {i}")
+
+
 def test_multi_head_lengths_known_at_run_time_are_the_same_fast_and_reference():
     """A training step's batches vary in length: the fast products then choose by a ``cond``."""
     layer = zoo.attention.create("multi_head", num_heads=2, key_dim=4)

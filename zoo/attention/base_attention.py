@@ -5,7 +5,10 @@ import inspect
 import keras
 from keras import ops
 
-from zoo import kernels
+from zoo import checks, kernels
+from zoo.attention import normalizers
+from zoo.attention.normalizers import NAMES as NORMALIZERS
+from zoo.attention.normalizers import large_negative  # noqa: F401 (the masking constant, for zoo.fast)
 from zoo.registry import Registry
 
 ATTENTIONS = Registry("attention")
@@ -15,6 +18,8 @@ def register_attention(name):
     """Registers an attention layer class under ``name``, with its ``kind`` (``attention_kind``)."""
     def decorator(layer_class):
         ATTENTIONS.register(name, kind=attention_kind(layer_class))(layer_class)
+        if name in SOFTMAX_ONLY:
+            layer_class.normalizers = ("softmax",)
         return layer_class
 
     return decorator
@@ -34,39 +39,17 @@ def attention_kind(layer_class):
     return "other"
 
 
-def large_negative(dtype):
-    """The masking constant for ``dtype``: -65504 for float16, -1e9 otherwise."""
-    # standardize_dtype: a backend dtype object (tf.float16) does not print as "float16".
-    return -65504.0 if keras.backend.standardize_dtype(dtype) == "float16" else -1e9
+# The softmax of every layer (masked positions 0, a fully masked row 0), and its masking constant:
+# both live with the other normalisers in zoo.attention.normalizers.
+masked_softmax = normalizers.softmax
 
-
-def masked_softmax(scores, mask=None, axis=-1):
-    """Softmax of ``scores`` over ``axis`` where ``mask`` (bool, True = attend) is True.
-
-    Masked positions get exactly 0 weight, and a row with nothing to attend to gets all
-    zeros (not NaN, not a uniform distribution).
-
-    Args:
-        scores: float tensor, e.g. ``[B, Tq, Tv]`` or ``[B, H, Tq, Tv]``.
-        mask: optional bool tensor broadcastable to ``scores``.
-        axis: the axis to normalize over.
-
-    Returns:
-        Weights of the shape of ``scores``.
-
-    Example:
-        >>> import numpy as np
-        >>> w = masked_softmax(np.array([[1.0, 2.0, 3.0]]), np.array([[True, True, False]]))
-        >>> np.round(np.asarray(keras.ops.convert_to_numpy(w), "float64"), 3).tolist()
-        [[0.269, 0.731, 0.0]]
-    """
-    scores = ops.convert_to_tensor(scores)
-    if mask is None:
-        return ops.softmax(scores, axis=axis)
-    mask = ops.cast(mask, "bool")
-    scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
-    weights = ops.softmax(scores, axis=axis)
-    return weights * ops.cast(mask, weights.dtype)
+# Alignment attentions whose weights do not come from ``BaseAttention.normalize_scores``, so take
+# ``normalizer="softmax"`` only: ``hard`` draws its sample by Gumbel-max, which samples softmax(e);
+# ``multi_head`` normalises each head in its own ``attention``. The others' option is declared here
+# once (``CONSTRAINTS``, read by zoo.catalog.attention_constraints before TensorFlow starts).
+SOFTMAX_ONLY = ("hard", "multi_head")
+CONSTRAINTS = ({"rule": "one_of", "key": "normalizer", "values": NORMALIZERS,
+                "why": "the scores' normaliser: softmax, or a sparse one"},)
 
 
 def causal_mask(tq, tv, start=None):
@@ -85,7 +68,7 @@ def causal_mask(tq, tv, start=None):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BaseAttention(keras.layers.Layer):
-    """Base class of alignment attention: masking, softmax, dropout, weighted sum.
+    """Base class of alignment attention: masking, normalisation (softmax or sparse), dropout, weighted sum.
 
     A subclass supplies a scoring function and, optionally, a key preparation that is
     computed once per source sequence (``prepare_key``), which is what makes step-by-step
@@ -93,8 +76,16 @@ class BaseAttention(keras.layers.Layer):
 
     Shapes: ``B`` batch, ``Tq`` query steps, ``Tv`` value (source) steps, ``H`` heads.
 
+    The scores are normalised over the unmasked keys by ``normalizer``: ``"softmax"``, or
+    ``"sparsemax"`` (Martins & Astudillo 2016) or ``"entmax15"`` (Peters et al. 2019), which give
+    exactly 0 weight to the keys that score far below the best (``zoo.attention.normalizers``). A
+    subclass that computes its weights in its own ``attend`` calls ``normalize_scores`` for them; one whose
+    weights come another way takes softmax only (``normalizers``, ``SOFTMAX_ONLY``).
+
     Args:
         dropout: float in [0, 1), dropout rate applied to the attention weights in training.
+        normalizer: ``"softmax"`` (default), ``"sparsemax"`` or ``"entmax15"``: what turns the
+            scores into weights. Subclasses take it through ``**kwargs``.
         **kwargs: standard ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -111,12 +102,14 @@ class BaseAttention(keras.layers.Layer):
 
     Returns:
         ``output [B, Tq, Dv]``, or ``(output, weights [B, Tq, Tv])`` with
-        ``return_attention_scores=True``. Weights are after softmax and before dropout;
+        ``return_attention_scores=True``. Weights are after the normaliser and before dropout;
         masked positions have exactly 0 weight; a query with nothing to attend to gets a 0
         output row.
     """
 
-    def __init__(self, dropout=0.0, **kwargs):
+    normalizers = NORMALIZERS  # the normalizer values this layer's weights can go through
+
+    def __init__(self, dropout=0.0, normalizer="softmax", **kwargs):
         super().__init__(**kwargs)
         if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
             raise ValueError(
@@ -124,6 +117,7 @@ class BaseAttention(keras.layers.Layer):
                 f"Received: dropout={dropout}"
             )
         self.dropout = float(dropout)
+        self.normalizer = checks.choice("normalizer", normalizer, self.normalizers)
         self.supports_masking = True
 
     # -- hooks for subclasses -------------------------------------------------------------
@@ -143,6 +137,12 @@ class BaseAttention(keras.layers.Layer):
     def score(self, query, prepared_key):
         """Unnormalized scores ``[B, Tq, Tv]`` from ``query [B, Tq, Dq]`` and prepared keys."""
         raise NotImplementedError
+
+    def normalize_scores(self, scores, mask=None):
+        """The weights ``alpha`` from ``scores [..., Tv]`` over the keys where ``mask`` is True, by
+        ``normalizer`` (``zoo.attention.normalizers``): masked keys exactly 0, a row with nothing to
+        attend to all 0."""
+        return normalizers.get(self.normalizer)(scores, mask)
 
     # -- shared machinery -------------------------------------------------------------------
     def build(self, query_shape, value_shape, key_shape=None):
@@ -181,10 +181,11 @@ class BaseAttention(keras.layers.Layer):
 
         ``e = score(s, h)``, ``alpha = softmax(e)`` over the unmasked keys, ``c = sum_j alpha_j h_j``
         (Bahdanau et al. 2015, eqs. 5-6; Luong et al. 2015, eqs. 5 and 7): the weights, dropout on
-        them in training, and their weighted sum of the values, ``alpha V``.
+        them in training, and their weighted sum of the values, ``alpha V``. With a sparse
+        ``normalizer``, ``alpha = sparsemax(e)`` or ``entmax15(e)`` in place of the softmax.
         """
         scores = self.score(query, prepared_key)
-        weights = masked_softmax(scores, mask)
+        weights = self.normalize_scores(scores, mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
         output = ops.matmul(ops.cast(dropped, value.dtype), value)
         if return_attention_scores:
@@ -218,5 +219,5 @@ class BaseAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"dropout": self.dropout})
+        config.update({"dropout": self.dropout, "normalizer": self.normalizer})
         return config

@@ -5,7 +5,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention import _scorers
-from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
+from zoo.attention.base_attention import BaseAttention, register_attention
 
 # The rule of window_size, declared once: the constructor's check and the config validator's
 # (zoo.catalog.attention_constraints, before TensorFlow starts) say the same.
@@ -95,7 +95,7 @@ class LocalMonotonicAttention(BaseAttention):
         distance = source[None, None, :] - ops.expand_dims(ops.cast(positions, scores.dtype), -1)
         window = ops.abs(distance) <= ops.cast(self.window_size, scores.dtype)
         mask = window if mask is None else ops.logical_and(ops.cast(mask, "bool"), window)
-        weights = masked_softmax(scores, mask)
+        weights = self.normalize_scores(scores, mask)  # a_t(s), eq. 7 (softmax or the layer's normalizer)
         if self.gaussian:
             sigma = self.window_size / 2.0
             weights = weights * ops.exp(-ops.square(distance) / ops.cast(2.0 * sigma * sigma, scores.dtype))

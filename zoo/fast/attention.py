@@ -171,11 +171,15 @@ def int32_transpose(x, perm):
 @replaces("zoo.attention.base_attention.BaseAttention.attend")
 def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
     """``BaseAttention.attend`` with the softmax as ``small_softmax`` where ``Tq Tk <= SMALL_SCORES``
-    (or one query) and the weighted sum by ``mix`` (TensorFlow's kernel where small)."""
+    (or one query) and the weighted sum by ``mix`` (TensorFlow's kernel where small). A sparse
+    ``normalizer`` (sparsemax, entmax15) is the reference's own ``normalize_scores``."""
     scores = self.score(query, prepared_key)
     tq, tk = scores.shape[-2], scores.shape[-1]
     small = tq == 1 or (tq is not None and tk is not None and tq * tk <= SMALL_SCORES)
-    weights = small_softmax(scores, mask) if small else masked_softmax(scores, mask)
+    if self.normalizer != "softmax":
+        weights = self.normalize_scores(scores, mask)
+    else:
+        weights = small_softmax(scores, mask) if small else masked_softmax(scores, mask)
     dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
     output = mix(ops.cast(dropped, value.dtype), value)
     if return_attention_scores:
