@@ -401,3 +401,29 @@ def test_additive_scores_are_v_dot_tanh_of_the_sums():
     hidden = ops.tanh(ops.expand_dims(layer.query_dense(query), -2) + ops.expand_dims(keys, -3))
     expected = ops.einsum("bqku,u->bqk", hidden, layer.v)
     np.testing.assert_allclose(to_numpy(layer.score(query, keys)), to_numpy(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_location_aware_by_hand_over_two_steps():
+    """``e_ij = w^T tanh(W s + V h_j + U f_ij + b)``, ``F = Q * alpha_{i-1}`` (Chorowski et al. 2015, eqs.
+    8-9) with one unit and one filter: ``W = 2``, ``V = U = w = 1``, ``b = 0``, ``Q = [0.5, 1, 2]`` (as
+    Keras' cross-correlation: ``f_j = 0.5 a_{j-1} + a_j + 2 a_{j+1}``), ``s = 0.5``, ``h = [1, 0, -1]``.
+    Step 1 from ``alpha_0 = [1, 0, 0]``: ``f = [1, 0.5, 0]``, ``e = tanh([3, 1.5, 0]) = [0.99505,
+    0.90515, 0]``, ``alpha_1 = [0.43788, 0.40023, 0.16189]``. Step 2 from ``alpha_1``: ``f = [1.23835,
+    0.94295, 0.36200]``, ``e = [0.99693, 0.95977, 0.34698]``, ``alpha_2 = [0.40232, 0.38764, 0.21004]``."""
+    layer = zoo.attention.create("location_aware", units=1, filters=1, kernel_size=3)
+    query, key = np.array([[[0.5]]], "float32"), np.array([[[1.0], [0.0], [-1.0]]], "float32")
+    value = np.array([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]], "float32")
+    layer(query, value, key)
+    layer.query_dense.set_weights([np.array([[2.0]], "float32")])
+    layer.key_dense.set_weights([np.array([[1.0]], "float32")])
+    layer.location_conv.set_weights([np.array([0.5, 1.0, 2.0], "float32").reshape(3, 1, 1)])
+    layer.location_dense.set_weights([np.array([[1.0]], "float32")])
+    layer.v.assign(np.array([1.0], "float32"))
+    prepared = layer.prepare(value, key)
+    output, alpha_1 = layer.attend(query, value, prepared, previous_weights=np.array([[[1.0, 0.0, 0.0]]], "float32"),
+                                   return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(alpha_1)[0, 0], [0.43788, 0.40023, 0.16189], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(output)[0, 0], [0.76165, 0.72400], atol=1e-5)  # alpha_1 [h_1; h_2; h_3]
+    output, alpha_2 = layer.attend(query, value, prepared, previous_weights=alpha_1, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(alpha_2)[0, 0], [0.40232, 0.38764, 0.21004], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(output)[0, 0], [0.82240, 0.80772], atol=1e-5)

@@ -11,6 +11,8 @@ Rows of weights sum to 1 where anything may be attended, except ``local_p``: the
 eq. 10 multiplies the softmax and is not renormalized, so its rows sum to a value in (0, 1].
 """
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -163,16 +165,23 @@ def test_use_causal_mask(name):
 
 @pytest.mark.parametrize("name", ALIGNMENT_NAMES)
 def test_prepared_keys_then_one_step_at_a_time_equals_one_call(name):
-    """How an RNN decoder uses the layer: ``prepare_key`` once, ``attend`` per query step."""
+    """How an RNN decoder uses the layer: ``prepare_key`` once, ``attend`` per query step (with the step's
+    position where ``attend`` takes it, local-m; with the previous step's weights where it takes them,
+    location-aware, from its ``initial_weights``)."""
     query, value = sample_inputs(name)
     layer = zoo.attention.create(name)
     output, weights = layer(query, value, value_mask=VALUE_MASK, return_attention_scores=True)
     prepared = layer.prepare_key(value)
+    feeds_back = "previous_weights" in inspect.signature(layer.attend).parameters
+    previous = layer.initial_weights(VALUE_MASK)[:, None] if feeds_back else None
     for t in range(TQ):
         step_query = query[:, t:t + 1]
         mask = layer.combine_masks(step_query, value, value_mask=VALUE_MASK)
         extra = {"position_offset": t} if name == "local_m" else {}
+        if feeds_back:
+            extra["previous_weights"] = previous
         step_out, step_w = layer.attend(step_query, value, prepared, mask=mask, return_attention_scores=True, **extra)
+        previous = step_w
         np.testing.assert_allclose(to_numpy(step_out)[:, 0], to_numpy(output)[:, t], atol=1e-5)
         np.testing.assert_allclose(to_numpy(step_w)[..., 0, :], to_numpy(weights)[..., t, :], atol=1e-6)
 

@@ -45,7 +45,7 @@ def test_every_name_has_a_config_and_every_config_a_name():
 def test_alignment_names_are_the_contract_layers():
     assert set(zoo.attention.alignment_names()) == {
         "dot", "scaled_dot", "general", "additive", "concat", "multi_head", "local_m", "local_p", "location",
-        "key_value", "hard"}
+        "key_value", "hard", "location_aware"}
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)

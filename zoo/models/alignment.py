@@ -29,6 +29,13 @@ def takes_positions(attention):
     return "position_offset" in inspect.signature(attention.attend).parameters
 
 
+def takes_previous_weights(attention):
+    """True if the layer's ``attend`` takes the previous step's weights (``previous_weights``), e.g.
+    ``location_aware``: a decoder then carries its last weights ``[B, Ts]`` in its state, starting from
+    the layer's ``initial_weights(memory_mask)``."""
+    return "previous_weights" in inspect.signature(attention.attend).parameters
+
+
 def head_mean(weights):
     """``[B, Tq, Tv]`` attention weights: multi-head ``[B, H, Tq, Tv]`` averaged over heads."""
     return ops.mean(weights, axis=1) if len(weights.shape) == 4 else weights
@@ -39,7 +46,7 @@ def attention_row(weights):
     return ops.squeeze(head_mean(weights), 1)
 
 
-def attend_step(attention, query, memory, training=None, **position):
+def attend_step(attention, query, memory, training=None, previous_weights=None, **position):
     """One decoding step's attention of ``query [R, D]`` over ``memory`` (``encode``'s ``memory``,
     ``keys``, ``memory_mask`` ``[B, Ts]``): ``(context [R, C], weights [R, Ts])``.
 
@@ -49,12 +56,17 @@ def attend_step(attention, query, memory, training=None, **position):
     beam 4, 64 sentences: the scores and context products at ``[256, 1, 256] x [256, 256, 20]`` a
     step as ``[64, 4, 256] x [64, 256, 20]``). ``position`` (``position_offset``) places each
     query; a positional attention's queries are rows of their own, so its models do not group.
+    ``previous_weights [R, Ts]`` (``takes_previous_weights``): each row's weights of the step before,
+    grouped as its query.
     """
     group = memory.get(HYPOTHESES, 1)
     queries = ops.reshape(query, (-1, group, query.shape[-1]))  # [B, G, D]
     mask = ops.expand_dims(memory["memory_mask"], 1)  # [B, 1, Ts]: every query of a sentence alike
+    extra = dict(position)
+    if previous_weights is not None:  # alpha_{i-1} of each query: [B, G, Ts]
+        extra["previous_weights"] = ops.reshape(previous_weights, (-1, group, ops.shape(previous_weights)[-1]))
     context, weights = attention.attend(queries, memory["memory"], memory["keys"], mask=mask,
-                                        return_attention_scores=True, training=training, **position)
+                                        return_attention_scores=True, training=training, **extra)
     weights = head_mean(weights)  # [B, G, Ts]
     return (ops.reshape(context, (-1, context.shape[-1])),
             ops.reshape(weights, (-1, ops.shape(weights)[-1])))

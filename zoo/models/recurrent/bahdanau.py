@@ -32,7 +32,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
     ``l`` starts from encoder layer ``l``'s final state(s), the query ``s_{i-1}`` is the top
     decoder layer's state, and the context enters the bottom layer. Attention layers that
     take the query position (``local_m``) get the target step ``i - 1`` (0-based), which is
-    then carried in the decoder state.
+    then carried in the decoder state; those that take the previous step's weights
+    (``location_aware``) get ``alpha_{i-1}``, carried in the state too (``[B, Ts]``, from the
+    layer's ``initial_weights``).
 
     Shapes: ``B`` batch, ``Ts`` source steps, ``Tt`` target steps, ``H`` = ``hidden_size``,
     ``V`` target vocabulary; the memory ``h_j`` is ``2H`` wide when bidirectional, else ``H``.
@@ -101,6 +103,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
         # row's query sits at its own target step (local-m).
         self.groups_hypotheses = not self.positional_attention
+        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)  # alpha_{i-1} in the state
         if self.deep_output:  # created last: files without the option keep their weight order
             self.readout = keras.layers.Dense(2 * hidden_size, name="readout", dtype=dtype)
 
@@ -151,6 +154,8 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         state = tuple(memory["initial_states"])
         if self.positional_attention:  # the target step, per row: [B]
             state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
+        if self.feeds_weights_back:  # alpha_0: [B, Ts]
+            state += (self.attention.initial_weights(memory["memory_mask"]),)
         return state
 
     @property
@@ -176,9 +181,11 @@ class BahdanauSeq2Seq(Seq2SeqModel):
 
     def _embedded_features(self, embedded, state, memory, training=None):
         """``decode_features`` from ``e(y_{i-1})`` (after dropout) instead of ``y_{i-1}``."""
-        states = state[:self.num_layers * self.per_layer]
+        states, extra = state[:self.num_layers * self.per_layer], state[self.num_layers * self.per_layer:]
         previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
-        position = {"position_offset": state[-1]} if self.positional_attention else {}
+        position = {"position_offset": extra[0]} if self.positional_attention else {}
+        if self.feeds_weights_back:
+            position["previous_weights"] = extra[-1]  # alpha_{i-1}
         context, weights = alignment.attend_step(self.attention, previous, memory, training=training, **position)
         rnn_input = ops.concatenate([embedded, context], axis=-1)
         output, new_states = rnn.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
@@ -186,7 +193,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         if self.deep_output:
             output = ops.concatenate([output, embedded, context], axis=-1)
         if self.positional_attention:
-            new_states += (state[-1] + 1,)
+            new_states += (extra[0] + 1,)
+        if self.feeds_weights_back:
+            new_states += (ops.cast(weights, extra[-1].dtype),)
         return output, new_states, weights
 
     def output_logits(self, features, training=None):

@@ -29,7 +29,10 @@ class LuongSeq2Seq(Seq2SeqModel):
     ``score`` is any alignment attention of ``zoo.attention`` (``general`` by default, eq. 8:
     ``h_t^T W_a h_s``; ``dot``, ``concat``, ``location``, ``local_m``, ``local_p``, ...).
     Local attention that takes the query position (``local_m``, ``p_t = t``) gets the 0-based
-    target step. Keys (e.g. ``W_a h_s``) are computed once per source in ``encode``.
+    target step; one that takes the previous step's weights (``location_aware``) gets
+    ``a_{t-1}``, carried in the decoder state (``[B, Ts]``, from the layer's ``initial_weights``;
+    the parallel teacher forcing's one call runs the queries in order, the same numbers). Keys
+    (e.g. ``W_a h_s``) are computed once per source in ``encode``.
 
     With ``input_feeding`` (sec. 3.3) the attentional vector ``h~_{t-1}`` is concatenated with
     the embedding of ``y_{t-1}`` as the decoder input, so teacher forcing steps through time
@@ -92,6 +95,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
         # row's query sits at its own target step (local-m).
         self.groups_hypotheses = not self.positional_attention
+        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)  # a_{t-1} in the state
 
     def build(self, input_shape=None):
         hidden, memory_dim = self.hidden_size, self.memory_dim  # equal: h_s and h_t are both H wide
@@ -119,7 +123,8 @@ class LuongSeq2Seq(Seq2SeqModel):
                 "initial_states": tuple(state for layer in finals for state in layer)}
 
     def initial_state(self, memory, max_length=None):
-        """``(t, h_0 (, c_0) per layer[, h~_0])``: the step ``t = 0`` per row ``[B]``, encoder final states, zeros.
+        """``(t, h_0 (, c_0) per layer[, h~_0][, a_0])``: the step ``t = 0`` per row ``[B]``, encoder final
+        states, zeros, and for an attention that takes the previous weights its ``initial_weights``.
 
         Every tensor has the batch first, so beam search can reorder hypotheses.
         """
@@ -127,6 +132,8 @@ class LuongSeq2Seq(Seq2SeqModel):
         state = (ops.zeros((batch,), "int32"), *memory["initial_states"])
         if self.input_feeding:
             state += (ops.zeros_like(memory["initial_states"][0]),)
+        if self.feeds_weights_back:
+            state += (self.attention.initial_weights(memory["memory_mask"]),)
         return state
 
     @property
@@ -138,14 +145,18 @@ class LuongSeq2Seq(Seq2SeqModel):
         step, rnn_states = state[0], state[1:1 + self.num_layers * self.per_layer]
         inputs = self.embedding_dropout(self.target_embedding(token), training=training)
         if self.input_feeding:
-            inputs = ops.concatenate([inputs, state[-1]], axis=-1)
+            inputs = ops.concatenate([inputs, state[1 + self.num_layers * self.per_layer]], axis=-1)  # h~_{t-1}
         cells = [layer.cell for layer in self.decoder_layers]
         output, new_states = rnn.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
                                             training=training)  # h_t
         position = {"position_offset": step} if self.positional_attention else {}
+        if self.feeds_weights_back:
+            position["previous_weights"] = state[-1]  # a_{t-1}
         context, weights = alignment.attend_step(self.attention, output, memory, training=training, **position)
         attentional = self.attentional(ops.concatenate([context, output], axis=-1))  # h~_t
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
+        if self.feeds_weights_back:
+            new_state += (ops.cast(weights, state[-1].dtype),)
         return self.output_dropout(attentional, training=training), new_state, weights
 
     def output_logits(self, features, training=None):
