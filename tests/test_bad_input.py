@@ -102,6 +102,9 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
      ["model.attention_options.window_size=0", "an integer >= 1", "2D + 1", "(default: 10)"]),
     (["model=bahdanau", "model.attention=local_m", "model.attention_options.window_size=-3"],
      ["model.attention_options.window_size=-3", "an integer >= 1"]),
+    (["model=luong", "model.attention_options.normalizer=foo"],
+     ["model.attention_options.normalizer='foo'", "one of 'softmax', 'sparsemax', 'entmax15'",
+      "(default: 'softmax')"]),
     (["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz=1", "optimizer.name=rmsprop"],
      ["trainer.epochs=0", "model.embed_dim=0", "trainer.epochz", "optimizer.name=rmsprop"]),
 ]

@@ -246,3 +246,30 @@ def test_a_bad_normalizer_is_refused_eagerly_naming_the_choices():
         zoo.attention.create("additive", normalizer="foo")
     assert str(info.value) == ("Received an invalid value for argument `normalizer`, expected one of 'softmax', "
                                "'sparsemax', 'entmax15'. Received: normalizer='foo'")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, normalizer, export", [("luong", "sparsemax", "true"), ("bahdanau", "entmax15", "false")])
+def test_a_model_trains_with_a_sparse_normalizer(model, normalizer, export, tmp_path, monkeypatch):
+    """``python train.py model=luong model.attention_options.normalizer=sparsemax debug=smoke`` (and
+    bahdanau with entmax15) in process: the run finishes, exports (the SavedModel decodes with the
+    sparse weights), and logs the normaliser and the attention's share of exact zeros."""
+    import mlflow
+
+    from zoo import kernels
+    from zoo.training import train
+
+    from conftest import compose, empty_store
+
+    monkeypatch.setitem(kernels._state, "mode", None)  # train() sets the mode for the process: put it back after
+    uri = empty_store(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    result = train(compose([f"model={model}", f"model.attention_options.normalizer={normalizer}", "debug=smoke",
+                            f"tracking.export={export}", "tracking.attention_plots=0",
+                            f"trainer.checkpoint_dir={tmp_path / 'checkpoints'}"]))
+    run = mlflow.MlflowClient(uri).get_run(result["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["model.attention_options.normalizer"] == normalizer
+    assert 0.0 <= run.data.metrics["test_attention_zero_share"] <= 1.0
+    assert np.isfinite(run.data.metrics["test_attention_entropy"])
