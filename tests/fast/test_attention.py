@@ -35,8 +35,11 @@ def _run(mode, layer, query, value, step_by_step=False):
         if step_by_step:  # as an RNN decoder: the memory prepared once, one query a step
             prepared = layer.prepare(value)
             steps = []
+            arguments = inspect.signature(layer.attend).parameters
             for t in range(TQ):
-                extra = {"position_offset": t} if "position_offset" in inspect.signature(layer.attend).parameters else {}
+                extra = {"position_offset": t} if "position_offset" in arguments else {}
+                if "previous_weights" in arguments:  # location_aware: the weights of the step before
+                    extra["previous_weights"] = steps[-1][1] if steps else layer.initial_weights(VALUE_MASK)[:, None]
                 mask = layer.combine_masks(query[:, t:t + 1], value, value_mask=VALUE_MASK)
                 steps.append(layer.attend(query[:, t:t + 1], value, prepared, mask=mask, return_attention_scores=True,
                                           **extra))
