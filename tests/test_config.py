@@ -143,8 +143,8 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
             key, allowed = rule["key"], rule["values"]
             defaults = yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
             seen.add(key)
-            data = {"qa": ["data=story_qa"], "regression": ["data=kernel_regression"]}.get(
-                catalog.model_task(name), [])
+            data = {"qa": ["data=story_qa"], "regression": ["data=kernel_regression"],
+                    "classify": ["data=listops"]}.get(catalog.model_task(name), [])
             message = precheck([f"model={name}", *data, f"model.{key}={allowed[0]}x"])
             assert message == (f"model.{key}='{allowed[0]}x' is not valid: expected one of "
                                f"{', '.join(repr(a) for a in allowed)}; e.g. model.{key}={allowed[0]} "
@@ -153,8 +153,8 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
             import zoo.models
 
             wanted = inspect.signature(zoo.models.MODELS.get(name)).parameters
-            sizes = {k: 9 for k in ("source_vocab_size", "target_vocab_size", "vocab_size", "memory_size")
-                     if k in wanted}
+            sizes = {k: 9 for k in ("source_vocab_size", "target_vocab_size", "vocab_size", "memory_size",
+                                    "num_classes") if k in wanted}
             with pytest.raises(ConfigError, match=rf"^model\.{key}='{allowed[0]}x' is not valid for model={name}: "
                                                   rf"expected one of '{allowed[0]}', "):
                 create_model(name, **sizes, **{key: f"{allowed[0]}x"})

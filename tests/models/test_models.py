@@ -54,6 +54,8 @@ def data_sizes(name):
         return DATA_SIZES
     if zoo.models.MODELS.meta(name).get("task") == "qa":
         return QA_DATA_SIZES
+    if zoo.models.MODELS.meta(name).get("task") == "classify":  # tests/models/test_transformer_classifier.py
+        return {"vocab_size", "num_classes"}
     return set()
 
 
