@@ -385,96 +385,73 @@ def check_head(path, language: Optional[str] = None, limit: int = HEAD_BYTES) ->
     if not pairs:
         raise no_pair_error(where, lines, dropped, first, whole)
 
-# -- ListOps files (Long Range Arena's TSV) ------------------------------------------------------
-# data=listops reads LRA's files with these functions (zoo.data.listops), and the validator judges a
-# file's first lines with them before TensorFlow starts (check_listops_head).
-LISTOPS_SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
-LISTOPS_HEADER = ("Source", "Target")
-LISTOPS_OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
-LISTOPS_TOKENS = LISTOPS_OPERATORS + ("]",) + tuple("0123456789")
-LISTOPS_DROPPED = ("(", ")")  # LRA writes the tree's bracketing; "[OP" and "]" already delimit it
+
+# -- The Free Spoken Digit Dataset's zip (data=spoken_digits): found as a pair file is (data.path, else
+# $ZOO_DATA_DIR, else the cache), its recordings listed from the zip's directory, in milliseconds, so
+# the validator refuses a missing or wrong zip before TensorFlow starts; zoo.data.spoken_digits reads it.
+FSDD_FILE = "fsdd.zip"
+FSDD_URL = "https://github.com/Jakobovski/free-spoken-digit-dataset"
+FSDD_RECORDING = re.compile(r"(?:^|/)recordings/([0-9])_([a-z]+)_([0-9]+)\.wav$")
 
 
-def listops_files(path) -> Dict[str, Path]:
-    """``{"all": file}`` for one TSV file, or ``{"train", "val", "test": file}`` for LRA's folder of
-    ``basic_train.tsv``, ``basic_val.tsv``, ``basic_test.tsv``; ``CorpusError`` naming what is missing."""
-    resolved = Path(os.path.expanduser(str(path)))
-    if resolved.is_file():
-        return {"all": resolved}
-    if resolved.is_dir():
-        files = {split: resolved / name for split, name in LISTOPS_SPLIT_FILES.items()}
-        missing = [name for name, file in zip(LISTOPS_SPLIT_FILES.values(), files.values()) if not file.is_file()]
-        if missing:
-            raise CorpusError(f"{path} is a folder without LRA's {', '.join(missing)} (a ListOps folder holds "
-                              f"{', '.join(LISTOPS_SPLIT_FILES.values())}); or point data.path at one TSV file.")
-        return files
-    raise CorpusError(f"{path} does not exist (looked at {resolved.absolute()}; relative paths are relative to the "
-                      f"working directory). Point data.path at a ListOps TSV file or LRA's folder of "
-                      f"{', '.join(LISTOPS_SPLIT_FILES.values())}.")
+def find_fsdd(path: Optional[str] = None, cache_dir: Optional[str] = None) -> Optional[Path]:
+    """``path`` (``data.path``) if it is a file, else ``fsdd.zip`` in ``$ZOO_DATA_DIR``, then in the cache
+    directory; None if there is none."""
+    if path:
+        resolved = Path(os.path.expanduser(str(path)))
+        return resolved if resolved.is_file() else None
+    folders = [Path(os.path.expanduser(os.environ[DATA_DIR_VARIABLE]))] if os.environ.get(DATA_DIR_VARIABLE) else []
+    for folder in [*folders, corpus_cache_dir(cache_dir)]:
+        if (folder / FSDD_FILE).is_file():
+            return folder / FSDD_FILE
+    return None
 
 
-def listops_rows(data: bytes, where) -> List[Tuple[str, int]]:
-    """``[(expression, value)]`` from a ListOps TSV file's bytes (LRA's ``Source<TAB>Target``, a header
-    line first): the expression's tokens joined by single spaces without LRA's parentheses, the value
-    0-9. Blank lines are skipped; anything else that does not fit is ``CorpusError``, one line naming
-    ``where``, the line number and what is wrong."""
-    rows: List[Tuple[str, int]] = []
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for number, raw in enumerate(lines, 1):
-        raw = raw.rstrip(b"\r")
-        if number == 1 and raw.startswith(BOM):
-            raw = raw[len(BOM):]
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorpusError(f"{where}, line {number}: not UTF-8 ({raw[:40]!r}).") from None
-        shown = line[:60].replace("\t", "<TAB>")
-        if number == 1:
-            if tuple(field.strip() for field in line.split("\t")) != LISTOPS_HEADER:
-                raise CorpusError(f"{where}, line 1: expected LRA's header 'Source<TAB>Target', found '{shown}'. "
-                                  f"A ListOps TSV file starts with that line, then 'expression<TAB>value' lines.")
-            continue
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            what = "no TAB between the expression and its value" if len(fields) < 2 else \
-                f"{len(fields)} TAB-separated columns, expected 2"
-            raise CorpusError(f"{where}, line {number}: {what}: '{shown}'.")
-        tokens = [t for t in fields[0].split() if t not in LISTOPS_DROPPED]
-        target = fields[1].strip()
-        if len(target) != 1 or target not in "0123456789":
-            raise CorpusError(f"{where}, line {number}: the target '{target[:20]}' is not a digit 0-9 (the value "
-                              f"of the expression).")
-        unknown = [t for t in tokens if t not in LISTOPS_TOKENS]
-        if unknown or not tokens:
-            what = f"'{unknown[0][:20]}' is not a ListOps token" if unknown else "the expression is empty"
-            raise CorpusError(f"{where}, line {number}: {what} (expected {' '.join(LISTOPS_TOKENS)}, "
-                              f"and LRA's parentheses).")
-        rows.append((" ".join(tokens), int(target)))
-    return rows
+def fsdd_not_found(path: Optional[str] = None, cache_dir: Optional[str] = None) -> str:
+    """The one line for a zip ``find_fsdd`` did not find: where it looked and where to put it."""
+    if path:
+        resolved = Path(os.path.expanduser(str(path)))
+        what = "is a directory, not a file" if resolved.is_dir() else "does not exist"
+        return (f"data.path={path} {what} (looked at {resolved.absolute()}; relative paths are relative to the "
+                f"working directory). Point data.path at the Free Spoken Digit Dataset's {FSDD_FILE} (default: "
+                f"null = look for {FSDD_FILE} in ${DATA_DIR_VARIABLE} and the cache).")
+    data_dir = os.environ.get(DATA_DIR_VARIABLE)
+    where = f"${DATA_DIR_VARIABLE} ({data_dir})" if data_dir else f"${DATA_DIR_VARIABLE} (not set)"
+    return (f"The Free Spoken Digit Dataset was not found: looked for {FSDD_FILE} in {where} and in the cache "
+            f"{corpus_cache_dir(cache_dir)}. Zip the recordings of {FSDD_URL} (recordings/<digit>_<speaker>_"
+            f"<index>.wav) as {FSDD_FILE} and put it in a folder named by ${DATA_DIR_VARIABLE} or in the cache, or "
+            f"pass data.path=<path to {FSDD_FILE}>.")
 
 
-def read_listops_file(path) -> List[Tuple[str, int]]:
-    """The rows of a whole ListOps TSV file (``listops_rows``); ``CorpusError`` for a file without one."""
-    rows = listops_rows(Path(path).read_bytes(), path)
-    if not rows:
-        raise CorpusError(f"{path}, line 2: no 'expression<TAB>value' line after the header.")
-    return rows
+def fsdd_recordings(path) -> Dict[str, Tuple[int, str, int]]:
+    """``{zip member: (digit, speaker, index)}`` of the zip's ``recordings/<digit>_<speaker>_<index>.wav``,
+    from its directory only; ``CorpusError`` (one line) for a file that is no zip or holds none."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise CorpusError(f"{path} is not a readable zip archive ({error}); expected the Free Spoken Digit "
+                          f"Dataset's recordings zipped ({FSDD_FILE}).") from None
+    found = {}
+    for name in names:
+        match = FSDD_RECORDING.search(name)
+        if match and "__MACOSX" not in name:
+            found[name] = (int(match.group(1)), match.group(2), int(match.group(3)))
+    if not found:
+        raise CorpusError(f"{path} holds no recordings/<digit>_<speaker>_<index>.wav: expected the Free Spoken "
+                          f"Digit Dataset ({FSDD_URL}) zipped.")
+    return found
 
 
-def check_listops_head(path, limit: int = HEAD_BYTES) -> None:
-    """Raises ``CorpusError`` (the line ``read_listops_file`` would give) for what the first ``limit``
-    bytes of each file of ``path`` (a TSV file or LRA's folder) show, in milliseconds."""
-    for file in listops_files(path).values():
-        with open(file, "rb") as f:
-            data = f.read(limit + 1)
-        whole = len(data) <= limit
-        if not whole:  # whole lines only
-            data = data[: data.rfind(b"\n") + 1] or data[:limit]
-        rows = listops_rows(data, file)
-        if whole and not rows:
-            raise CorpusError(f"{file}, line 2: no 'expression<TAB>value' line after the header.")
-
+def fsdd_speaker_problem(path, test_speakers) -> Optional[str]:
+    """The line refusing ``data.test_speakers`` that are not speakers of the zip, or all of them; None if fine."""
+    speakers = sorted({speaker for _, speaker, _ in fsdd_recordings(path).values()})
+    held = list(test_speakers or ())
+    unknown = [s for s in held if s not in speakers]
+    if unknown:
+        return (f"data.test_speakers={held!r} is not valid: {', '.join(map(repr, unknown))} recorded nothing in "
+                f"{path}; its speakers are {', '.join(speakers)} (default: [] = hold out FSDD's test recordings).")
+    if held and set(speakers) <= set(held):
+        return (f"data.test_speakers={held!r} holds out every speaker of {path}, leaving none to train on; e.g. "
+                f"data.test_speakers=[{speakers[-1]}].")
+    return None

@@ -429,16 +429,12 @@ def data_problems(check: "_Checker") -> None:
         return
     if data.get("name") != "tatoeba":  # the rules the dataset declares (CONSTRAINTS in zoo/data/<name>.py)
         declared_problems(check, "data", catalog.data_constraints(str(data.get("name"))))
+        if data.get("name") == "spoken_digits":  # the recordings' zip: found, a zip of recordings, speakers
+            for line in spoken_digits_problems(data):
+                check.add(line)
         if "test_min_length" in data or "test_max_length" in data:
             for line in test_length_problems(OmegaConf.to_container(data, resolve=True)):
                 check.add(line)
-        if data.get("name") == "listops" and data.get("path"):  # LRA's TSV files, judged by their first lines
-            try:
-                catalog.check_listops_head(str(data.get("path")))
-            except CorpusError as error:
-                check.add(f"data.path={data.get('path')}: {error}")
-            except OSError as error:
-                check.add(f"data.path={data.get('path')} cannot be read ({error.strerror or error}).")
         return
     path = data.get("path")
     if path:
@@ -521,6 +517,27 @@ def corpus_problem(data) -> Optional[str]:
     if catalog.find_pair_file(pair, data.get("cache_dir")) is not None:
         return None
     return catalog.pair_not_found(pair, data.get("cache_dir"), data.get("url"))
+
+
+def spoken_digits_problems(data) -> List[str]:
+    """``data=spoken_digits``: the Free Spoken Digit Dataset's zip must be found (``data.path``, else
+    ``$ZOO_DATA_DIR``, else the cache: ``zoo.catalog.find_fsdd``), be a zip of its recordings, and
+    ``data.test_speakers`` must name some of its speakers, not all; judged from the zip's directory."""
+    path, cache_dir = data.get("path"), data.get("cache_dir")
+    found = catalog.find_fsdd(path, cache_dir)
+    if found is None:
+        return [catalog.fsdd_not_found(path, cache_dir)]
+    key = f"data.path={path}" if path else f"{found}"
+    speakers = data.get("test_speakers")
+    speakers = list(speakers) if isinstance(speakers, (list, tuple)) or OmegaConf.is_list(speakers) else speakers
+    if speakers is not None and not isinstance(speakers, list):
+        return [f"data.test_speakers={speakers!r} is not valid: expected a list of speakers, e.g. "
+                f"data.test_speakers=[theo] (default: [])."]
+    try:
+        problem = catalog.fsdd_speaker_problem(found, speakers)
+    except CorpusError as error:
+        return [f"{key}: {error}"]
+    return [problem] if problem else []
 
 
 def run_problems(check: "_Checker", key: str, run_id: str, configured_uri: Optional[str],
