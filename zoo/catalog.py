@@ -385,6 +385,100 @@ def check_head(path, language: Optional[str] = None, limit: int = HEAD_BYTES) ->
     if not pairs:
         raise no_pair_error(where, lines, dropped, first, whole)
 
+# -- ListOps files (Long Range Arena's TSV) ------------------------------------------------------
+# data=listops reads LRA's files with these functions (zoo.data.listops), and the validator judges a
+# file's first lines with them before TensorFlow starts (check_listops_head).
+LISTOPS_SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
+LISTOPS_HEADER = ("Source", "Target")
+LISTOPS_OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
+LISTOPS_TOKENS = LISTOPS_OPERATORS + ("]",) + tuple("0123456789")
+LISTOPS_DROPPED = ("(", ")")  # LRA writes the tree's bracketing; "[OP" and "]" already delimit it
+
+
+def listops_files(path) -> Dict[str, Path]:
+    """``{"all": file}`` for one TSV file, or ``{"train", "val", "test": file}`` for LRA's folder of
+    ``basic_train.tsv``, ``basic_val.tsv``, ``basic_test.tsv``; ``CorpusError`` naming what is missing."""
+    resolved = Path(os.path.expanduser(str(path)))
+    if resolved.is_file():
+        return {"all": resolved}
+    if resolved.is_dir():
+        files = {split: resolved / name for split, name in LISTOPS_SPLIT_FILES.items()}
+        missing = [name for name, file in zip(LISTOPS_SPLIT_FILES.values(), files.values()) if not file.is_file()]
+        if missing:
+            raise CorpusError(f"{path} is a folder without LRA's {', '.join(missing)} (a ListOps folder holds "
+                              f"{', '.join(LISTOPS_SPLIT_FILES.values())}); or point data.path at one TSV file.")
+        return files
+    raise CorpusError(f"{path} does not exist (looked at {resolved.absolute()}; relative paths are relative to the "
+                      f"working directory). Point data.path at a ListOps TSV file or LRA's folder of "
+                      f"{', '.join(LISTOPS_SPLIT_FILES.values())}.")
+
+
+def listops_rows(data: bytes, where) -> List[Tuple[str, int]]:
+    """``[(expression, value)]`` from a ListOps TSV file's bytes (LRA's ``Source<TAB>Target``, a header
+    line first): the expression's tokens joined by single spaces without LRA's parentheses, the value
+    0-9. Blank lines are skipped; anything else that does not fit is ``CorpusError``, one line naming
+    ``where``, the line number and what is wrong."""
+    rows: List[Tuple[str, int]] = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for number, raw in enumerate(lines, 1):
+        raw = raw.rstrip(b"\r")
+        if number == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorpusError(f"{where}, line {number}: not UTF-8 ({raw[:40]!r}).") from None
+        shown = line[:60].replace("\t", "<TAB>")
+        if number == 1:
+            if tuple(field.strip() for field in line.split("\t")) != LISTOPS_HEADER:
+                raise CorpusError(f"{where}, line 1: expected LRA's header 'Source<TAB>Target', found '{shown}'. "
+                                  f"A ListOps TSV file starts with that line, then 'expression<TAB>value' lines.")
+            continue
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            what = "no TAB between the expression and its value" if len(fields) < 2 else \
+                f"{len(fields)} TAB-separated columns, expected 2"
+            raise CorpusError(f"{where}, line {number}: {what}: '{shown}'.")
+        tokens = [t for t in fields[0].split() if t not in LISTOPS_DROPPED]
+        target = fields[1].strip()
+        if len(target) != 1 or target not in "0123456789":
+            raise CorpusError(f"{where}, line {number}: the target '{target[:20]}' is not a digit 0-9 (the value "
+                              f"of the expression).")
+        unknown = [t for t in tokens if t not in LISTOPS_TOKENS]
+        if unknown or not tokens:
+            what = f"'{unknown[0][:20]}' is not a ListOps token" if unknown else "the expression is empty"
+            raise CorpusError(f"{where}, line {number}: {what} (expected {' '.join(LISTOPS_TOKENS)}, "
+                              f"and LRA's parentheses).")
+        rows.append((" ".join(tokens), int(target)))
+    return rows
+
+
+def read_listops_file(path) -> List[Tuple[str, int]]:
+    """The rows of a whole ListOps TSV file (``listops_rows``); ``CorpusError`` for a file without one."""
+    rows = listops_rows(Path(path).read_bytes(), path)
+    if not rows:
+        raise CorpusError(f"{path}, line 2: no 'expression<TAB>value' line after the header.")
+    return rows
+
+
+def check_listops_head(path, limit: int = HEAD_BYTES) -> None:
+    """Raises ``CorpusError`` (the line ``read_listops_file`` would give) for what the first ``limit``
+    bytes of each file of ``path`` (a TSV file or LRA's folder) show, in milliseconds."""
+    for file in listops_files(path).values():
+        with open(file, "rb") as f:
+            data = f.read(limit + 1)
+        whole = len(data) <= limit
+        if not whole:  # whole lines only
+            data = data[: data.rfind(b"\n") + 1] or data[:limit]
+        rows = listops_rows(data, file)
+        if whole and not rows:
+            raise CorpusError(f"{file}, line 2: no 'expression<TAB>value' line after the header.")
+
+
 
 # -- The Free Spoken Digit Dataset's zip (data=spoken_digits): found as a pair file is (data.path, else
 # $ZOO_DATA_DIR, else the cache), its recordings listed from the zip's directory, in milliseconds, so

@@ -435,6 +435,13 @@ def data_problems(check: "_Checker") -> None:
         if "test_min_length" in data or "test_max_length" in data:
             for line in test_length_problems(OmegaConf.to_container(data, resolve=True)):
                 check.add(line)
+        if data.get("name") == "listops" and data.get("path"):  # LRA's TSV files, judged by their first lines
+            try:
+                catalog.check_listops_head(str(data.get("path")))
+            except CorpusError as error:
+                check.add(f"data.path={data.get('path')}: {error}")
+            except OSError as error:
+                check.add(f"data.path={data.get('path')} cannot be read ({error.strerror or error}).")
         return
     path = data.get("path")
     if path:
