@@ -238,6 +238,9 @@ VARIANTS = [
     ("bahdanau", {"deep_output": True, "cell": "lstm", "num_layers": 2, "attention": "general"}),
     ("luong", {"cell": "gru", "num_layers": 2, "bidirectional": False, "input_feeding": False}),
     ("luong", {"attention": "local_m", "attention_options": {"window_size": 2}, "input_feeding": True}),
+    ("bahdanau", {"attention": "location_aware", "attention_options": {"units": 6, "filters": 2, "kernel_size": 3}}),
+    ("luong", {"attention": "location_aware", "attention_options": {"units": 6, "filters": 2, "kernel_size": 3},
+               "input_feeding": True}),
     ("seq2seq", {"cell": "lstm", "num_layers": 2, "bidirectional": True, "reverse_source": True}),
     ("transformer", {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"}),
     ("transformer", {"positions": "learned", "tie_output": True, "num_layers": 1}),
@@ -351,7 +354,8 @@ def test_hidden_size_is_the_decoder_rnn_width_in_every_rnn_model(name):
     assert model.encoder_units == per_direction and model.memory_dim == 2 * per_direction
 
 
-@pytest.mark.parametrize("attention", ["general", "dot", "concat", "local_m", "local_p", "location", "multi_head"])
+@pytest.mark.parametrize("attention", ["general", "dot", "concat", "local_m", "local_p", "location", "multi_head",
+                                       "location_aware"])
 def test_luong_parallel_teacher_forcing_equals_the_step_by_step_scan(attention):
     from zoo.models.encoder_decoder import Seq2SeqModel
 
@@ -499,7 +503,7 @@ def test_seq2seq_reverse_source_reverses_within_the_length():
     ("bahdanau", {"cell": "lstm2"}, "Received: cell='lstm2'"),
     ("transformer", {"num_heads": 3}, "expected a multiple of num_heads=3"),
     ("transformer", {"positions": "rotary", "embed_dim": 6, "num_heads": 2}, "an even embed_dim / num_heads\\) with positions=.rotary."),
-    ("transformer", {"positions": "alibi"}, "Received: positions='alibi'"),
+    ("transformer", {"positions": "xpos"}, "Received: positions='xpos'"),
 ])
 def test_invalid_arguments_fail_early_with_a_clear_message(name, options, message):
     with pytest.raises(ValueError, match=message):
