@@ -19,7 +19,7 @@ from conftest import ROOT, compose, run_python
     (["+model.attention_options.bogus=1"], "Unknown option 'bogus' for attention 'additive'"),
     (["model.attention=nope"], "model.attention=nope is not an attention. Available: additive, concat,"),
     (["model.attention=self_attentive"], "model.attention=self_attentive does not work with model bahdanau"),
-    (["model=transformer", "model.attention=dot"], "model.attention: this model has no attention to choose"),
+    (["model=transformer", "model.attention=dot"], "model.attention=dot is not a self-attention"),
     (["model.attention_options.bogus=1"], "Unknown option 'bogus' for attention 'additive'. Available: units,"),
     (["model=luong", "model.attention=dot", "model.attention_options.units=3"], "Unknown option 'units' for attention 'dot'"),
     (["model=transformer", "model.hidden_size=64"], "model.hidden_size was renamed for model transformer: use model.intermediate_dim"),
@@ -108,7 +108,7 @@ def test_declared_size_rules_are_read_without_importing_and_used_by_the_construc
     import zoo.models
 
     for name in catalog.models():
-        module = importlib.import_module(f"zoo.models.{name}")
+        module = importlib.import_module(zoo.models.MODELS.get(name).__module__)  # zoo/models/<family>/<name>.py
         assert catalog.model_constraints(name) == tuple(getattr(module, "CONSTRAINTS", ())), name
     assert catalog.model_constraints("transformer") and catalog.model_constraints("luong")
     for name, sizes in [("transformer", {"embed_dim": 100, "num_heads": 3}),

@@ -63,6 +63,32 @@ def attention_kind(name: str) -> Optional[str]:
     return _yaml("attention", name).get("kind") if name in options("attention") else None
 
 
+def self_attentions() -> List[str]:
+    """The attentions a Transformer's self-attention takes (``model.attention``): ``multi_head`` (an
+    alignment attention too) and the ``kind: self`` ones."""
+    return ["multi_head", *attentions("self")]
+
+
+def attention_causal(name: str) -> bool:
+    """Whether attention ``name`` can attend causally (a decoder): not when its YAML says ``causal: false``."""
+    return _yaml("attention", name).get("causal", True) is not False if name in options("attention") else True
+
+
+def model_literal(name: str, literal: str, default=None):
+    """Module-level ``literal`` of model ``name``'s module (``zoo/models/<family>/<name>.py``), read without
+    importing it, or ``default``."""
+    found = sorted((PACKAGE_DIR / "models").rglob(f"{name}.py"))
+    if not found or literal not in _module_names(found[0]):
+        return default
+    return _literal(found[0], literal)
+
+
+def model_attention_kind(name: str) -> str:
+    """``"self"`` for a model whose ``model.attention`` is its self-attention (``ATTENTION_KIND = "self"`` in its
+    module: the Transformer), else ``"alignment"`` (an RNN decoder's)."""
+    return model_literal(name, "ATTENTION_KIND", "alignment")
+
+
 def models(task: Optional[str] = None) -> List[str]:
     """Model names; ``task="seq2seq"``, ``"regression"`` or ``"qa"`` keeps the models of that task."""
     return [n for n in options("model") if task is None or _yaml("model", n).get("task", "seq2seq") == task]
@@ -71,6 +97,15 @@ def models(task: Optional[str] = None) -> List[str]:
 def model_has_attention(name: str) -> bool:
     """True for the models whose attention is chosen with ``model.attention=<name>``."""
     return "attention" in _yaml("model", name)
+
+
+def model_keys(name: str) -> List[str]:
+    """The keys model ``name`` takes: those ``conf/model/<name>.yaml`` declares, and ``attention_options``
+    where its defaults compose an attention's options there."""
+    declared = _yaml("model", name)
+    keys = [key for key in declared if key != "defaults"]
+    groups = [next(iter(entry)) if isinstance(entry, dict) else entry for entry in declared.get("defaults", [])]
+    return keys + [group.split("@", 1)[1] for group in groups if "@" in group]  # /attention@attention_options
 
 
 def model_task(name: str) -> str:

@@ -352,12 +352,23 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         fitting = catalog.models(data_task)
         check.add(f"model={model} is a {model_task} model and data={cfg.data.name} a {data_task} task. "
                   f"Models for data={cfg.data.name}: {', '.join(fitting) or 'none'}")
+    known = catalog.model_keys(model)
+    for key in (k for k in cfg.model if k not in known):
+        hint = " (debug=smoke sizes the sequence models with model.embed_dim: run this one without it)" \
+            if key == "embed_dim" else ""
+        check.add(f"model.{key}={cfg.model[key]!r}: model={model} has no key {key}{hint}. "
+                  f"Its keys: {', '.join(k for k in known if k not in ('name', 'task'))}")
     if cfg.data.get("tokenizer") is not None:
         check.choice("data.tokenizer", catalog.tokenizers())
     attention = cfg.model.get("attention")
-    if attention is not None and attention not in alignment_attentions():
+    if attention is not None and catalog.model_attention_kind(model) == "self":
+        self_attention_problems(check, model, str(attention), overridden)
+    elif attention is not None and attention not in alignment_attentions():
         check.add(f"model.attention={attention} does not work with model {model}: "
                   f"it needs an alignment attention. Available: {', '.join(alignment_attentions())}")
+    for key in ("num_kv_heads", "attention_window"):
+        if key in cfg.model:
+            check.positive_int(f"model.{key}", optional=True)
     for key in ("embed_dim", "hidden_size", "intermediate_dim", "num_layers", "num_heads", "max_length"):
         if key in cfg.model:
             check.positive_int(f"model.{key}")
@@ -408,6 +419,31 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         except store.StoreError as error:
             check.add(f"tracking.uri={redact_uri(store.tracking_uri(check.get('tracking.uri')))}: {error}.")
     return check.found
+
+
+def self_attention_problems(check: "_Checker", model: str, attention: str, overridden: Sequence[str]) -> None:
+    """``model.attention`` of a model whose attention is its self-attention (``ATTENTION_KIND = "self"`` in
+    its module: the Transformer): ``multi_head`` or a ``kind: self`` attention, one that can run causally
+    where the model's is (``CAUSAL``; ``causal: false`` in the attention's YAML: Linformer), and
+    ``model.attention_options.*`` without the options the model sets itself (``OWNED_OPTIONS``)."""
+    allowed = catalog.self_attentions()
+    if attention not in allowed:
+        check.add(f"model.attention={attention} is not a self-attention, which model={model} needs for its "
+                  f"encoder and decoder. Available: {', '.join(allowed)} (default: multi_head)")
+        return
+    causal_ones = [a for a in allowed if catalog.attention_causal(a)]
+    if catalog.model_literal(model, "CAUSAL", False) and not catalog.attention_causal(attention):
+        check.add(f"model.attention={attention} cannot be causal (causal: false in conf/attention/{attention}.yaml: "
+                  f"it mixes positions along the whole sequence), and model={model}'s decoder attends causally. "
+                  f"Use one of {', '.join(causal_ones)}, or {attention} with an encoder-only model.")
+    owned = {"num_heads": "model.num_heads", "key_dim": "model.embed_dim / model.num_heads",
+             "value_dim": "model.embed_dim / model.num_heads", "dropout": "model.attention_dropout",
+             "num_kv_heads": "model.num_kv_heads", "sliding_window": "model.attention_window"}
+    for key in overridden:
+        option = key.partition("model.attention_options.")[2]
+        if option in catalog.model_literal(model, "OWNED_OPTIONS", ()):
+            check.add(f"{key}={check.get(key)!r} is set by model={model} itself, the same for every layer: "
+                      f"use {owned.get(option, 'model.' + option)} instead.")
 
 
 def declared_problems(check: "_Checker", group: str, constraints) -> None:
