@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras import ops
 from test_models import SOURCE, TARGET_IN, TINY
 
+import zoo.attention
 import zoo.models
 from zoo import kernels
 from zoo.decoding import greedy_decode_with_scores
@@ -21,6 +22,12 @@ OPTIONS = [
     {},  # rotary positions
     {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"},
     {"positions": "learned", "tie_output": True, "num_layers": 1},
+    # the attention options: the fast path computes positions=none itself; a score bias, shared key-value
+    # heads and a window run the reference layers (zoo.fast.transformer.plain_block)
+    {"positions": "none", "num_layers": 1},
+    {"positions": "relative", "num_layers": 1},
+    {"num_kv_heads": 1, "num_layers": 1},
+    {"attention_window": 2, "num_layers": 1},
 ]
 KEYS = {  # the replacements that stay in force while a SavedModel is traced
     "zoo.models.self_attention.transformer.TransformerSeq2Seq.encode": fast.encode,
@@ -180,3 +187,30 @@ def test_weights_saved_in_one_mode_load_in_the_other(tmp_path):
         loaded.load_weights(path)
         assert [v.path for v in loaded.weights] == [v.path for v in trained.weights]
         np.testing.assert_allclose(ops.convert_to_numpy(loaded((SOURCE, TARGET_IN))), want, **TOLERANCE)
+
+
+def test_another_self_attention_gives_its_own_numbers_fast_and_reference():
+    """``attention=<a subclass of MultiHeadAttention>`` (here one that doubles the queries): the fast path
+    runs the subclass's own ``attention`` (the reference layers), not ``multi_head``'s."""
+    from zoo.attention.base_attention import ATTENTIONS
+    from zoo.attention.multi_head_attention import MultiHeadAttention
+
+    @zoo.attention.register_attention("throwaway_sharp")
+    class Sharp(MultiHeadAttention):
+        def attention(self, queries, keys, values, mask=None, training=None, bias=None, value_term=None):
+            return super().attention(queries * 2.0, keys, values, mask, training=training, bias=bias,
+                                     value_term=value_term)
+
+    try:
+        model = _model(attention="throwaway_sharp", num_layers=1)
+        plain = _model(num_layers=1)
+        results = {}
+        for mode in kernels.MODES:
+            with kernels.using(mode):
+                results[mode] = _numpy(_training_step(model)(tf.constant(SOURCE), tf.constant(TARGET_IN)))
+                results[mode].append(ops.convert_to_numpy(model((SOURCE, TARGET_IN))))
+        _close_step(results["fast"][:-1], results["reference"][:-1])
+        _close(results["fast"][-1:], results["reference"][-1:], "logits")
+        assert not np.allclose(results["reference"][-1], ops.convert_to_numpy(plain((SOURCE, TARGET_IN))))
+    finally:
+        ATTENTIONS.unregister("throwaway_sharp")

@@ -42,6 +42,41 @@ class MultiHeadAttention(BaseAttention):
     keys and values of ``value``/``key`` are written into the cache at that position (a decoder's
     self-attention, one token a step) and the updated cache is returned.
 
+    Shared key-value heads (``num_kv_heads``): ``H_kv`` key and value heads, each read by
+    ``G = H / H_kv`` query heads (query head ``i`` by key-value head ``i // G``): grouped-query
+    attention (GQA, Ainslie et al. 2023); ``num_kv_heads=1`` is multi-query attention (MQA,
+    Shazeer 2019). The projections ``W^K``, ``W^V`` and the cache hold ``H_kv`` heads only, so the
+    decoding cache is ``H / H_kv`` times smaller; ``num_kv_heads=None`` (= ``num_heads``) is
+    Vaswani et al.'s attention with its weights unchanged. The layout and the head grouping are those
+    of ``keras.layers.GroupQueryAttention`` (kernels ``[D, H_kv, d]``, keys repeated head by head).
+
+    Sliding window (``sliding_window=W``, Beltagy et al. 2020, Longformer sec. 3.1): query ``i``
+    attends to keys ``j`` with ``|i - j| < W`` (``W - 1`` on either side and itself; with the causal
+    mask ``0 <= i - j < W``: itself and ``W - 1`` before it), as ``keras.layers.GroupQueryAttention``'s
+    ``sliding_window``. Decoding keeps a rolling cache of the ``W`` most recent positions: with
+    ``cache_update_index`` the cache's ``L`` slots hold positions ``t - L, ..., t - 1`` (``t`` the first
+    query's; slots of negative positions are masked), the new keys and values are appended after them,
+    attention reads the ``L + Tq`` keys, and the last ``L`` become the new cache.
+
+    Score biases (``score_bias``): positions enter as a term added to the scaled scores before the
+    mask and the softmax, ``e_ij = q_i k_j^T / sqrt(d_k) + b_ij``, the hook of Shaw et al. 2018
+    (``relative``), T5 (``t5``) and ALiBi (``alibi``). ``score_bias(queries, keys, start_index=s,
+    key_start_index=r)`` gets the projected queries as they enter the scores (times the scale)
+    ``[B, H, Tq, d_k]`` and the keys ``[B, H, Tv, d_k]`` (heads repeated), query ``i`` at position
+    ``s + i`` and key ``j`` at ``r + j`` (``s = cache_update_index`` or 0; ``r = 0``, or ``s - L`` with
+    a rolling cache), and returns ``b`` ``[1 or B, H, Tq, Tv]``. If it also has a method
+    ``value_term(weights, start_index=s, key_start_index=r)`` (Shaw's ``a^V``), the output of head
+    ``h`` becomes ``z_i = sum_j alpha_ij (v_j + a^V_ij)``: that method returns the second sum,
+    ``[B, H, Tq, d_v]``, from the weights after dropout.
+
+    The decoding cache, for subclasses (the efficient attentions of ``zoo.attention`` keep this call
+    signature): ``initial_cache(batch_size, max_length, dtype)`` returns the layer's empty decoding cache
+    as a tuple of tensors with the batch first (here zero keys and values ``[B, H_kv, L, d]``,
+    ``L = max_length``, or ``W`` with a window); ``call(..., cache=that tuple, cache_update_index=t)``
+    returns the updated tuple last. A subclass may keep any state of fixed shape (a linear
+    attention's running sums); the Transformer builds its decoder state from ``initial_cache`` and
+    reorders it along the batch in beam search, never reading inside.
+
     Differences from ``keras.layers.MultiHeadAttention``: a query with nothing to attend to
     gives a 0 output row, where the Keras layer gives a nonzero row (all keys masked) or
     computes the row as if unmasked (``query_mask``); the causal mask is aligned bottom-right
@@ -62,6 +97,9 @@ class MultiHeadAttention(BaseAttention):
         use_bias: bool, biases in the four projections.
         scoring: per-head score function, ``"scaled_dot"`` or ``"dot"``.
         dropout: float in [0, 1), dropout rate on the attention weights in training.
+        num_kv_heads: positive int dividing ``num_heads``, or None (= ``num_heads``): the key and
+            value heads ``H_kv`` (1: multi-query attention).
+        sliding_window: positive int ``W`` or None (full attention): keys with ``|i - j| < W`` only.
         **kwargs: standard ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -71,12 +109,15 @@ class MultiHeadAttention(BaseAttention):
         query_mask, value_mask, key_mask, attention_mask, use_causal_mask: as ``BaseAttention``;
             with a cache, the keys are its ``L`` slots, and with ``cache_update_index`` the causal
             mask places the queries at ``cache_update_index, cache_update_index + 1, ...``.
-        cache: optional ``(keys, values)``, each ``[B, H, L, d]``.
+        cache: optional ``(keys, values)``, each ``[B, H_kv, L, d]`` (``initial_cache``).
         cache_update_index: optional int (or scalar int tensor), where the new keys/values go.
         rotary: optional position encoding of the projected queries and keys (the
             ``RotaryPositionEmbedding`` of RoFormer, Su et al. 2021), called as
             ``rotary(x, start_index=..., sequence_axis=2)``; positions count from
             ``cache_update_index`` (0 without one).
+        score_bias: optional callable (a position layer: ``RelativePositionEmbedding``,
+            ``T5PositionBias``, ``AlibiPositionBias``) giving a bias ``[1 or B, H, Tq, Tv]`` added to the
+            scaled scores, and optionally a value term; see above.
         return_attention_scores: bool, also return the weights.
         training: bool, dropout on the weights when True.
 
@@ -94,13 +135,25 @@ class MultiHeadAttention(BaseAttention):
     References:
         Vaswani et al. Attention Is All You Need. NeurIPS 2017, sec. 3.2.
         https://arxiv.org/abs/1706.03762
+        Ainslie et al. GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
+        Checkpoints. EMNLP 2023. https://arxiv.org/abs/2305.13245
+        Shazeer. Fast Transformer Decoding: One Write-Head is All You Need. 2019.
+        https://arxiv.org/abs/1911.02150
+        Beltagy, Peters, Cohan. Longformer: The Long-Document Transformer. 2020, sec. 3.1.
+        https://arxiv.org/abs/2004.05150
+        Shaw, Uszkoreit, Vaswani. Self-Attention with Relative Position Representations. NAACL 2018
+        (the score-bias and value-term hook).
         keras-hub's ``CachedMultiHeadAttention`` (the cache's call convention).
     """
 
     def __init__(self, num_heads=2, key_dim=None, value_dim=None, output_dim=None, use_bias=True,
-                 scoring="scaled_dot", dropout=0.0, **kwargs):
+                 scoring="scaled_dot", dropout=0.0, num_kv_heads=None, sliding_window=None, **kwargs):
         super().__init__(dropout=dropout, **kwargs)
         self.num_heads = checks.positive_int("num_heads", num_heads)
+        self.num_kv_heads = checks.positive_int("num_kv_heads", num_kv_heads, allow_none=True)
+        if num_kv_heads is not None and num_heads % num_kv_heads:
+            raise checks.invalid("num_kv_heads", f"a divisor of num_heads={num_heads}", num_kv_heads)
+        self.sliding_window = checks.positive_int("sliding_window", sliding_window, allow_none=True)
         self.key_dim = checks.positive_int("key_dim", key_dim, allow_none=True)
         self.value_dim = checks.positive_int("value_dim", value_dim, allow_none=True)
         self.output_dim = checks.positive_int("output_dim", output_dim, allow_none=True)
@@ -119,7 +172,7 @@ class MultiHeadAttention(BaseAttention):
         self.head_key_dim = self.key_dim or max(1, query_shape[-1] // self.num_heads)
         self.head_value_dim = self.value_dim or self.head_key_dim
         super().build(query_shape, value_shape, key_shape)  # build_scoring + weights dropout
-        self.value_dense = self._dense("abc,cde->abde", (None, self.num_heads, self.head_value_dim), "de",
+        self.value_dense = self._dense("abc,cde->abde", (None, self.kv_heads, self.head_value_dim), "de",
                                        "value")
         self.value_dense.build(value_shape)
         self.output_dense = self._dense("abcd,cde->abe", (None, self.output_dim or query_shape[-1]), "e",
@@ -127,11 +180,29 @@ class MultiHeadAttention(BaseAttention):
         self.output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.head_value_dim))
 
     def build_scoring(self, query_shape, key_shape):
-        shape = (None, self.num_heads, self.head_key_dim)
-        self.query_dense = self._dense("abc,cde->abde", shape, "de", "query")
+        self.query_dense = self._dense("abc,cde->abde", (None, self.num_heads, self.head_key_dim), "de", "query")
         self.query_dense.build(query_shape)
-        self.key_dense = self._dense("abc,cde->abde", shape, "de", "key")
+        self.key_dense = self._dense("abc,cde->abde", (None, self.kv_heads, self.head_key_dim), "de", "key")
         self.key_dense.build(key_shape)
+
+    @property
+    def kv_heads(self):
+        """``H_kv``, the key and value heads (``num_kv_heads``, or ``num_heads``)."""
+        return self.num_kv_heads or self.num_heads
+
+    def share_heads(self, x):
+        """``[B, H_kv, T, d]`` -> ``[B, H, T, d]``: each key/value head repeated for its ``G = H / H_kv``
+        query heads (GQA's groups; the identity without shared heads)."""
+        groups = self.num_heads // self.kv_heads
+        return x if groups == 1 else ops.repeat(x, groups, axis=1)
+
+    def initial_cache(self, batch_size, max_length, dtype=None):
+        """The empty decoding cache: zero keys and values ``[B, H_kv, L, d]``, ``L = max_length``, or the
+        rolling ``W`` slots with a sliding window. A subclass with another state overrides this."""
+        length = max_length if self.sliding_window is None else self.sliding_window
+        dtype = dtype or self.compute_dtype
+        return (ops.zeros((batch_size, self.kv_heads, length, self.head_key_dim), dtype=dtype),
+                ops.zeros((batch_size, self.kv_heads, length, self.head_value_dim), dtype=dtype))
 
     def split_heads(self, x):
         """``[B, T, H, d]`` (a projection) -> ``[B, H, T, d]``: each head's positions as one matrix."""
@@ -161,45 +232,80 @@ class MultiHeadAttention(BaseAttention):
         return 1.0 / math.sqrt(self.head_key_dim) if self.scoring == "scaled_dot" else 1.0
 
     @kernels.replaceable
-    def attention(self, queries, keys, values, mask=None, training=None):
+    def attention(self, queries, keys, values, mask=None, training=None, bias=None, value_term=None):
         """Eq. 1 on every head at once: ``softmax(Q K^T / sqrt(d_k)) V``, with ``queries [B, H, Tq, d_k]``,
         ``keys [B, H, Tv, d_k]``, ``values [B, H, Tv, d_v]`` (projected), ``mask`` bool broadcastable to
-        ``[B, Tq, Tv]`` (True = attend) or None; dropout on the weights in training. Returns
-        ``(heads [B, H, Tq, d_v], weights [B, H, Tq, Tv])``."""
+        ``[B, Tq, Tv]`` (True = attend) or None; dropout on the weights in training. ``bias``: a score
+        bias ``[1 or B, H, Tq, Tv]`` added before the mask; ``value_term(dropped weights)``: a term added
+        to the heads (Shaw's ``sum_j alpha_ij a^V_ij``). Returns ``(heads [B, H, Tq, d_v], weights
+        [B, H, Tq, Tv])``."""
         scores = ops.matmul(queries, ops.swapaxes(keys, -1, -2)) * ops.cast(self.scale, queries.dtype)
+        if bias is not None:  # positions as a bias on the scores: e_ij + b_ij
+            scores = scores + ops.cast(bias, scores.dtype)
         head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)  # the same for every head
         weights = masked_softmax(scores, head_mask)
         dropped = self.dropout_layer(weights, training=training) if self.dropout > 0 else weights
-        return ops.matmul(dropped, values), weights
+        heads = ops.matmul(dropped, values)
+        if value_term is not None:
+            heads = heads + ops.cast(value_term(dropped), heads.dtype)
+        return heads, weights
 
     def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
-             use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, return_attention_scores=False,
-             training=None):
+             use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, score_bias=None,
+             return_attention_scores=False, training=None):
         if cache_update_index is not None and cache is None:
             raise ValueError("`cache_update_index` needs a `cache` to write into. "
                              f"Received: cache=None, cache_update_index={cache_update_index}")
         start = 0 if cache_update_index is None else cache_update_index  # the queries' first position
+        key_start = 0  # the keys' first position
         queries = self.split_heads(self.query_dense(query))  # Q W^Q: [B, H, Tq, d_k]
         if cache is not None and cache_update_index is None:  # a memory projected once (``prepare``)
             keys, values = cache
         else:
-            keys, values = self.prepare(value, key)  # K W^K, V W^V: [B, H, Tv, d]
+            keys, values = self.prepare(value, key)  # K W^K, V W^V: [B, H_kv, Tv, d]
             if rotary is not None:
                 keys = rotary(keys, start_index=start, sequence_axis=2)
-            if cache is not None:  # written at their positions; the cache keeps its length L
+            if cache is not None and self.sliding_window is not None:  # rolling: the L positions before
+                length = cache[0].shape[2]
+                keys = ops.concatenate([ops.cast(cache[0], keys.dtype), keys], axis=2)
+                values = ops.concatenate([ops.cast(cache[1], values.dtype), values], axis=2)
+                cache = (keys[:, :, -length:], values[:, :, -length:])
+                key_start = start - length
+            elif cache is not None:  # written at their positions; the cache keeps its length L
                 keys = write_positions(cache[0], keys, cache_update_index)
                 values = write_positions(cache[1], values, cache_update_index)
                 cache = (keys, values)
         if rotary is not None:
             queries = rotary(queries, start_index=start, sequence_axis=2)
+        keys, values = self.share_heads(keys), self.share_heads(values)  # [B, H, Tv, d]
+        if self.sliding_window is not None:
+            band = self.window_mask(ops.shape(queries)[2], ops.shape(keys)[2], start, key_start)
+            attention_mask = band if attention_mask is None else ops.logical_and(
+                ops.cast(attention_mask, "bool"), band)
+        bias = value_term = None
+        if score_bias is not None:
+            positions = {"start_index": start, "key_start_index": key_start}
+            bias = score_bias(queries * ops.cast(self.scale, queries.dtype), keys, **positions)
+            if hasattr(score_bias, "value_term"):
+                def value_term(weights):
+                    return score_bias.value_term(weights, **positions)
         mask = self.combine_masks(query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
-                                  query_start=cache_update_index)
-        heads, weights = self.attention(queries, keys, values, mask, training=training)
+                                  query_start=None if cache_update_index is None else start - key_start)
+        heads, weights = self.attention(queries, keys, values, mask, training=training, bias=bias,
+                                        value_term=value_term)
         output = self.output_dense(self.merge_heads(heads))  # Concat(head_1, ..., head_h) W^O
         if mask is not None:  # nothing to attend to -> 0, not the output bias
             output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
         results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
         return results[0] if len(results) == 1 else results
+
+    def window_mask(self, tq, tv, start=0, key_start=0):
+        """``[1, Tq, Tv]`` bool: query ``i`` (position ``start + i``) sees key ``j`` (position
+        ``key_start + j``) when ``|i - j| < W`` and the key's position is not negative (an empty slot of
+        the rolling cache)."""
+        rows = ops.expand_dims(ops.arange(tq) + start, 1)
+        cols = ops.expand_dims(ops.arange(tv) + key_start, 0)
+        return ops.expand_dims(ops.logical_and(ops.abs(rows - cols) < self.sliding_window, cols >= 0), 0)
 
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
         """``call`` over a memory prepared once: ``prepare``'s ``(keys, values)``, or ``prepare_key``'s keys
@@ -223,5 +329,6 @@ class MultiHeadAttention(BaseAttention):
     def get_config(self):
         config = super().get_config()
         config.update({"num_heads": self.num_heads, "key_dim": self.key_dim, "value_dim": self.value_dim,
-                       "output_dim": self.output_dim, "use_bias": self.use_bias, "scoring": self.scoring})
+                       "output_dim": self.output_dim, "use_bias": self.use_bias, "scoring": self.scoring,
+                       "num_kv_heads": self.num_kv_heads, "sliding_window": self.sliding_window})
         return config

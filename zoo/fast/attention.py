@@ -234,9 +234,15 @@ def merge_heads(self, heads):
 
 
 @replaces("zoo.attention.multi_head_attention.MultiHeadAttention.attention")
-def attention(self, queries, keys, values, mask=None, training=None):
+def attention(self, queries, keys, values, mask=None, training=None, bias=None, value_term=None):
     """Eq. 1 with the kernels chosen by size: the scale on the queries (``B H Tq d_k`` products, not
-    ``B H Tq Tv``), the products and softmax on TensorFlow's own kernels where small."""
+    ``B H Tq Tv``), the products and softmax on TensorFlow's own kernels where small. With a score bias
+    or a value term (positions on the scores), the reference."""
+    if bias is not None or value_term is not None:
+        from zoo.attention.multi_head_attention import MultiHeadAttention
+
+        return MultiHeadAttention.attention.reference(self, queries, keys, values, mask, training=training,
+                                                      bias=bias, value_term=value_term)
     queries = queries * ops.cast(self.scale, queries.dtype)
     head_mask = None if mask is None else ops.expand_dims(ops.cast(mask, "bool"), 1)
     small = is_small(queries, keys)

@@ -4,6 +4,11 @@ layouts of attention (``_RealRows``, with gather gradients written by hand), the
 projections as one product (``zoo.fast.attention.project``), and a decoding step on rows ``[B, D]``
 with one-position heads maps, whose every projection is one plain matmul.
 
+The fast path covers the Transformer of ``multi_head`` self-attention with as many key-value heads as
+query heads, no window and no score bias (positions ``rotary``, ``sinusoidal``, ``learned``, ``none``);
+a layer or model with any other option (``positions=relative|t5|alibi``, ``num_kv_heads``,
+``attention_window``, ``attention=<another>``) runs the reference (``plain_block``, ``plain_model``).
+
 Each function registered here replaces one reference method of ``zoo.models.self_attention.transformer`` wholesale,
 with the same arguments, results and data layouts (the memory's cross caches and the decoder state
 are the reference's: heads first, keys unscaled), so a model's variables, its memory and its state do
@@ -16,6 +21,7 @@ training step from 1.26x to 1.41-1.49x ``keras_transformer``'s speed; one base-s
 from keras import ops
 
 from zoo.attention.base_attention import causal_mask
+from zoo.attention.multi_head_attention import MultiHeadAttention
 from zoo.fast.attention import attend_heads, project, write_cache
 from zoo.kernels import replaces
 from zoo.models.alignment import attention_row
@@ -125,6 +131,26 @@ def one_position_from_heads(heads):
 
 
 # -- the layers -------------------------------------------------------------------------------------
+def plain_attention(attention):
+    """Whether ``attention`` is the fast path's: ``multi_head`` itself, all heads with their own keys
+    and values, no window."""
+    return (type(attention) is MultiHeadAttention and attention.kv_heads == attention.num_heads
+            and attention.sliding_window is None)
+
+
+def plain_block(block):
+    """Whether the fast path computes ``block`` (an encoder or decoder layer) exactly: plain attentions
+    and no score bias; else its reference ``call`` runs."""
+    cross = getattr(block, "cross_attention", None)
+    return block.score_bias is None and plain_attention(block.self_attention) and (
+        cross is None or plain_attention(cross))
+
+
+def plain_model(model):
+    """Whether every layer of ``model`` is ``plain_block``: else its reference methods run."""
+    return all(plain_block(layer) for layer in [*model.encoder_layers, *model.decoder_layers])
+
+
 def dropout_rows(block, rows, grid, training):
     """The residual dropout of rows ``[N, D]`` of ``grid`` with the very mask the reference draws for the
     grid ``[B, T, D]``: the layer's ``Dropout`` on ones of the grid's shape (the same seed and shape, so the
@@ -177,6 +203,8 @@ def encoder_layer(self, x, attention_mask, training=None):
     """``_EncoderLayer.call`` with the joined projections and heads-first products. Training only (a
     custom gradient by its moves): in a SavedModel, traced with it, grappler's cost model warned of its
     softmax at every load; the encoder runs once per sentence there, on the reference layer."""
+    if not plain_block(self):
+        return type(self).call.reference(self, x, attention_mask, training=training)
     x, weights = self.residual(x, self.self_attention_norm, lambda h: attend_self(self, h, attention_mask, training),
                                training)
     return self.feed_forward(x, training), weights
@@ -194,7 +222,7 @@ def encoder_rows(layer, rows, grid, attention_mask, training=None):
 def decoder_layer(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
     """``_DecoderLayer.call`` for all target positions at once with the joined projections and
     heads-first products; with a cache, the reference (decoding goes through ``decode_features``)."""
-    if cache is not None:
+    if cache is not None or not plain_block(self):
         return type(self).call.reference(self, x, cross_cache, cross_mask, cache, cache_update_index,
                                             training=training)
 
@@ -264,6 +292,8 @@ def cross_caches(model, memory, mask, grid=None):
 @replaces("zoo.models.self_attention.transformer.TransformerSeq2Seq.encode")
 def encode(self, source, training=None):
     """``TransformerSeq2Seq.encode`` with the cross caches of ``cross_caches``."""
+    if not plain_model(self):
+        return type(self).encode.reference(self, source, training=training)
     memory, mask, _ = self._encode(source, training=training)
     return cross_caches(self, memory, mask)
 
@@ -288,6 +318,8 @@ def encode_rows(model, source, training=None):
 def training_features(self, source, target_in, training=None):
     """``TransformerSeq2Seq.training_features`` with the position-wise work at the real positions only
     (``_RealRows``), source and target: the padding's features are 0 without being computed."""
+    if not plain_model(self):
+        return type(self).training_features.reference(self, source, target_in, training=training)
     self.ensure_built()
     memory = encode_rows(self, source, training=training)
     grid = _RealRows(target_in)
@@ -301,6 +333,8 @@ def training_features(self, source, target_in, training=None):
 @replaces("zoo.models.self_attention.transformer.TransformerSeq2Seq.decode_features")
 def decode_features(self, token, state, memory, training=None):
     """``TransformerSeq2Seq.decode_features`` on rows ``[B, D]`` through the layers (``decoder_step``)."""
+    if not plain_model(self):
+        return type(self).decode_features.reference(self, token, state, memory, training=training)
     step, caches = state[0], state[1:]
     y = self._embed(self.target_embedding, self.target_positions, ops.expand_dims(token, 1),
                     start_index=step, training=training)  # [B, 1, D]

@@ -3,19 +3,28 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 import zoo.attention as zoo_attention
 from zoo import kernels
-from zoo.checks import boolean, choice, enforce, positive_int, rate
+from zoo.checks import boolean, choice, enforce, invalid, positive_int, rate
 from zoo.models.alignment import attention_row
 from zoo.models.encoder_decoder import Seq2SeqModel
 from zoo.models.registry import register_model
 from zoo.models.self_attention.layer_norm import LayerNormalization
 from zoo.tokens import PAD_ID
 
-POSITIONS = ("sinusoidal", "learned", "rotary")
+POSITIONS = ("sinusoidal", "learned", "rotary", "relative", "t5", "alibi", "none")
+SCORE_BIASES = ("relative", "t5", "alibi")  # positions as a bias on the scores (MultiHeadAttention's score_bias)
 ACTIVATIONS = ("relu", "gelu")
+# model.attention is the self-attention (multi_head or a kind: self attention), and the decoder's is causal:
+# the config validator reads these literals (zoo.catalog.model_attention_kind, model_literal).
+ATTENTION_KIND = "self"
+CAUSAL = True
+# The self-attention's arguments the Transformer sets from its own (model.num_heads, ...), not from
+# model.attention_options: the validator refuses them there (zoo.config).
+OWNED_OPTIONS = ("num_heads", "key_dim", "value_dim", "dropout", "num_kv_heads", "sliding_window")
 # Size rules between the arguments, declared once: the constructor enforces them and the config
 # validator reads this literal without importing Keras (zoo.catalog.model_constraints).
 CONSTRAINTS = (
@@ -25,6 +34,8 @@ CONSTRAINTS = (
      "why": "each head gets d_k = embed_dim / num_heads features"},
     {"rule": "even_quotient", "key": "embed_dim", "of": "num_heads", "when": {"positions": "rotary"},
      "why": "rotary positions rotate pairs of each head's features"},
+    {"rule": "multiple", "key": "num_heads", "of": "num_kv_heads",
+     "why": "each key-value head serves num_heads / num_kv_heads query heads"},
 )
 
 
@@ -32,13 +43,16 @@ class _Block(keras.layers.Layer):
     """Residual sublayer plumbing shared by the encoder and decoder layers (private)."""
 
     def __init__(self, embed_dim, intermediate_dim, num_heads, dropout, attention_dropout, norm_first, activation,
-                 rotary, **kwargs):
+                 rotary, attention="multi_head", attention_options=None, num_kv_heads=None, attention_window=None,
+                 score_bias=None, **kwargs):
         super().__init__(**kwargs)
         self.embed_dim, self.intermediate_dim, self.num_heads = embed_dim, intermediate_dim, num_heads
         self.norm_first, self.rotary = norm_first, rotary
-        self.attention_dropout = attention_dropout
+        self.attention_dropout, self.num_kv_heads = attention_dropout, num_kv_heads
+        self.score_bias = score_bias  # a position layer (RelativePositionEmbedding, ...) or None; maybe shared
         dtype = self.dtype_policy
-        self.self_attention = self.make_attention("self_attention")
+        self.self_attention = self.make_attention("self_attention", attention, attention_options,
+                                                  sliding_window=attention_window)
         self.self_attention_norm = LayerNormalization(epsilon=1e-5, name="self_attention_norm", dtype=dtype)
         self.ffn_inner = keras.layers.Dense(intermediate_dim, activation=activation, name="ffn_inner", dtype=dtype)
         self.ffn_outer = keras.layers.Dense(embed_dim, name="ffn_outer", dtype=dtype)
@@ -46,9 +60,13 @@ class _Block(keras.layers.Layer):
         self.residual_dropout = keras.layers.Dropout(dropout, name="residual_dropout", dtype=dtype)
         self.rope = zoo_attention.create("rotary", name="rope", dtype=dtype) if rotary else None
 
-    def make_attention(self, name):
-        return zoo_attention.create("multi_head", num_heads=self.num_heads, key_dim=self.embed_dim // self.num_heads,
-                                    dropout=self.attention_dropout, name=name, dtype=self.dtype_policy)
+    def make_attention(self, name, attention="multi_head", options=None, **owned):
+        """The attention layer ``attention`` (registered in ``zoo.attention``) with ``options``, and the
+        Transformer's own heads, head size, dropout and key-value heads over them (``OWNED_OPTIONS``)."""
+        owned = {"num_heads": self.num_heads, "key_dim": self.embed_dim // self.num_heads,
+                 "dropout": self.attention_dropout, "num_kv_heads": self.num_kv_heads, **owned}
+        options = {k: v for k, v in (options or {}).items() if k not in OWNED_OPTIONS}
+        return zoo_attention.create(attention, **options, **owned, name=name, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         shape = (None, None, self.embed_dim)
@@ -59,6 +77,9 @@ class _Block(keras.layers.Layer):
         self.ffn_norm.build(shape)
         if self.rope is not None:
             self.rope.build((None, None, self.num_heads, self.embed_dim // self.num_heads))
+        if self.score_bias is not None and not self.score_bias.built:
+            heads = (None, self.num_heads, None, self.embed_dim // self.num_heads)
+            self.score_bias.build(heads, heads)
         self.built = True
 
     def residual(self, x, norm, sublayer, training):
@@ -74,8 +95,11 @@ class _Block(keras.layers.Layer):
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn_outer(self.ffn_inner(h)), None), training)[0]
 
     def attend_self(self, h, training, **options):
-        """Self-attention of ``h [B, T, D]`` (rotary positions rotate its queries and keys):
-        ``(output, (weights, [cache]))``, ``options`` the masks and cache of ``MultiHeadAttention``."""
+        """Self-attention of ``h [B, T, D]`` (rotary positions rotate its queries and keys, a score bias
+        adds to its scores): ``(output, (weights, [cache]))``, ``options`` the masks and cache of
+        ``MultiHeadAttention``."""
+        if self.score_bias is not None:
+            options["score_bias"] = self.score_bias
         results = self.self_attention(h, h, rotary=self.rope, return_attention_scores=True, training=training,
                                       **options)
         return results[0], results[1:]
@@ -112,14 +136,15 @@ class _DecoderLayer(_Block):
     @kernels.replaceable
     def call(self, x, cross_cache, cross_mask, cache=None, cache_update_index=None, training=None):
         """``x [B, Tt, D]``: all target positions at once (training), or, with this layer's
-        self-attention ``cache`` (keys and values ``[B, H, L, d_k]``) and ``cache_update_index``, the
+        self-attention ``cache`` (a tuple, its ``initial_cache``: keys and values ``[B, H_kv, L, d_k]`` for
+        ``multi_head``) and ``cache_update_index``, the
         positions from that index on (decoding: one a step). ``cross_cache``: the encoder output's
         ``(K W^K, V W^V)`` (``MultiHeadAttention.prepare``, once per source), ``cross_mask`` bool
         ``[B, 1, Ts]``. Returns ``(x, self weights, cross weights, cache)``, the cache updated (None
         without one)."""
         x, (self_weights, *new_cache) = self.residual(
             x, self.self_attention_norm,
-            lambda h: self.attend_self(h, training, use_causal_mask=True, cache=cache,
+            lambda h: self.attend_self(h, training, use_causal_mask=True, cache=None if cache is None else tuple(cache),
                                        cache_update_index=cache_update_index), training)
 
         def attend_cross(h):  # the source's keys and values, projected once: the cache is not updated
@@ -148,15 +173,32 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
     Inputs: token embeddings times ``sqrt(d_model)`` (sec. 3.4) plus positions
     (``"sinusoidal"``, sec. 3.5, or ``"learned"``), then dropout; or ``"rotary"``, which
-    rotates the queries and keys of self-attention instead (Su et al. 2021). Output:
+    rotates the queries and keys of self-attention instead (Su et al. 2021); or positions as a bias
+    on the self-attention scores (``MultiHeadAttention``'s ``score_bias``): ``"relative"`` (Shaw et al.
+    2018, clipped distances in keys and values, learned per layer), ``"t5"`` (Raffel et al. 2020, a
+    scalar per head and distance bucket, one table per stack: bidirectional buckets in the encoder,
+    causal in the decoder), ``"alibi"`` (Press et al. 2022, a fixed penalty ``-m_h |i - j|``); or
+    ``"none"``, no positions at all (Kazemnejad et al. 2023: a causal decoder can infer them). Output:
     ``softmax(y W_o + b)``; ``tie_output`` uses the target embedding matrix as ``W_o^T``
     (sec. 3.4); ``share_embeddings`` uses one embedding for both sides (equal vocabularies).
+
+    Attention options (each of the encoder's and decoder's self-attention; the cross-attention is
+    always ``multi_head``, with the shared key-value heads): ``attention`` names any registered
+    self-attention of ``zoo.attention`` (``multi_head``, or a ``kind: self`` layer such as
+    ``memory_efficient`` or ``linear``, which subclass ``MultiHeadAttention`` and keep its call and
+    its ``initial_cache``), built with ``attention_options`` and the Transformer's own ``num_heads``,
+    ``d_k = embed_dim / num_heads``, ``attention_dropout``, ``num_kv_heads`` and ``attention_window``
+    (``OWNED_OPTIONS``); ``num_kv_heads`` shares key-value heads (GQA, Ainslie et al. 2023; 1 = MQA,
+    Shazeer 2019), so the decoding cache holds ``H_kv`` heads (``cache_bytes_per_token``);
+    ``attention_window=W`` keeps each self-attention to ``|i - j| < W`` (Beltagy et al. 2020; causal in
+    the decoder: ``0 <= i - j < W``), and the decoder's cache to ``W`` rolling slots.
 
     ``teacher_forced`` runs all target positions at once (causal mask, no loop) and returns
     the last decoder layer's cross-attention averaged over heads, ``[B, Tt, Ts]``.
     ``decode_step`` is incremental: the decoder self-attention keys/values of earlier steps
-    sit in a cache preallocated by ``initial_state(memory, max_length)``, keys and values
-    ``[B, H, L, d_k]`` per layer (fixed shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked), and
+    sit in a cache preallocated by ``initial_state(memory, max_length)``, each layer's
+    ``self_attention.initial_cache`` (``multi_head``: keys and values ``[B, H_kv, L, d_k]``, fixed
+    shapes: step ``t`` writes slot ``t``, slots after ``t`` are masked; ``W`` rolling slots with a window), and
     the cross-attention keys/values of the source are computed once in ``encode``; both are
     kept heads first, in the layouts the two products take, so a step transposes neither. Each
     encoder and decoder layer has one forward path, its ``call``: a decoding step is the same
@@ -180,8 +222,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
         dropout: float in [0, 1), on embeddings+positions and on every sublayer output
             (``P_drop``, sec. 5.4).
         attention_dropout: float in [0, 1), on the attention weights.
-        positions: ``"rotary"`` (default), ``"sinusoidal"`` (the paper) or ``"learned"``. On the
-            dates task without a learning-rate warmup, rotary trains several times faster.
+        positions: ``"rotary"`` (default), ``"sinusoidal"`` (the paper), ``"learned"``, ``"relative"``,
+            ``"t5"``, ``"alibi"`` or ``"none"`` (see above). On the dates task without a learning-rate
+            warmup, rotary trains several times faster than sinusoidal.
         max_length: positive int, positions with a learned embedding (``positions="learned"``;
             later positions reuse the last one).
         norm_first: bool, pre-norm instead of the paper's post-norm.
@@ -189,6 +232,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
             ``source_vocab_size == target_vocab_size``).
         tie_output: bool, the output projection is the transposed target embedding.
         activation: ``"relu"`` (the paper) or ``"gelu"``, the FFN's nonlinearity.
+        num_kv_heads: positive int dividing ``num_heads``, or None (= ``num_heads``): key-value heads.
+        attention_window: positive int ``W`` or None (full attention): sliding-window self-attention.
+        attention: str, the self-attention's registered name (``"multi_head"``).
+        attention_options: dict of its other keyword arguments (``conf/attention/<name>.yaml``).
 
     Example:
         >>> import numpy as np
@@ -202,11 +249,18 @@ class TransformerSeq2Seq(Seq2SeqModel):
         https://arxiv.org/abs/1706.03762
         Xiong et al. On Layer Normalization in the Transformer Architecture. ICML 2020.
         Su et al. RoFormer: Enhanced Transformer with Rotary Position Embedding. 2021.
+        Shaw et al. Self-Attention with Relative Position Representations. NAACL 2018.
+        Raffel et al. Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer. 2020.
+        Press et al. Train Short, Test Long: Attention with Linear Biases. ICLR 2022.
+        Kazemnejad et al. The Impact of Positional Encoding on Length Generalization in Transformers. 2023.
+        Ainslie et al. GQA. EMNLP 2023. Shazeer. Fast Transformer Decoding: One Write-Head is All You Need. 2019.
+        Beltagy et al. Longformer: The Long-Document Transformer. 2020.
     """
 
     def __init__(self, source_vocab_size, target_vocab_size, embed_dim=64, intermediate_dim=256, num_layers=2,
                  num_heads=4, dropout=0.1, attention_dropout=0.0, positions="rotary", max_length=256,
-                 norm_first=False, share_embeddings=False, tie_output=False, activation="relu", **kwargs):
+                 norm_first=False, share_embeddings=False, tie_output=False, activation="relu", num_kv_heads=None,
+                 attention_window=None, attention="multi_head", attention_options=None, **kwargs):
         if "hidden_size" in kwargs:
             raise ValueError("TransformerSeq2Seq has no argument `hidden_size`: the feed-forward size is "
                              "`intermediate_dim` (model.intermediate_dim in a config; renamed from hidden_size). "
@@ -226,7 +280,16 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.share_embeddings = boolean("share_embeddings", share_embeddings)
         self.tie_output = boolean("tie_output", tie_output)
         self.activation = choice("activation", activation, ACTIVATIONS)
-        enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions)
+        self.num_kv_heads = positive_int("num_kv_heads", num_kv_heads, allow_none=True)
+        self.attention_window = positive_int("attention_window", attention_window, allow_none=True)
+        if attention not in zoo_attention.names():
+            raise invalid("attention", "a registered self-attention: " + ", ".join(zoo_attention.names()), attention)
+        self.attention = attention
+        if attention_options is not None and not isinstance(attention_options, dict):
+            raise invalid("attention_options", "a dict of keyword arguments for the attention layer",
+                          attention_options)
+        self.attention_options = dict(attention_options or {})
+        enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions, num_kv_heads=num_kv_heads)
         if self.share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError("Received an invalid value for argument `share_embeddings`: True needs equal "
                              f"vocabulary sizes. Received: source_vocab_size={source_vocab_size}, "
@@ -248,15 +311,37 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 return zoo_attention.create("learned", max_length=max_length, name=f"{side}_positions", dtype=dtype)
             if self.positions == "sinusoidal":
                 return zoo_attention.create("sinusoidal", name=f"{side}_positions", dtype=dtype)
-            return None  # rotary: inside self-attention
+            return None  # rotary, relative, t5, alibi: inside self-attention; none: nowhere
+
+        def score_bias(side):
+            """The score bias of a stack: t5's table and alibi's slopes are one for all its layers
+            (T5 shares the bias over a stack), relative's embeddings one per layer."""
+            if self.positions == "t5":
+                return zoo_attention.create("t5", num_heads=num_heads, bidirectional=side == "encoder",
+                                            name=f"{side}_position_bias", dtype=dtype)
+            if self.positions == "alibi":
+                return zoo_attention.create("alibi", num_heads=num_heads, name=f"{side}_position_bias", dtype=dtype)
+            return None
+
+        def layer_bias(shared, name):
+            if self.positions == "relative":
+                return zoo_attention.create("relative", name=f"{name}_relative_positions", dtype=dtype)
+            return shared
 
         self.source_positions, self.target_positions = position_layer("source"), position_layer("target")
+        self.encoder_position_bias, self.decoder_position_bias = score_bias("encoder"), score_bias("decoder")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
         block = dict(embed_dim=embed_dim, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=self.dropout,
                      attention_dropout=self.attention_dropout, norm_first=self.norm_first,
-                     activation=self.activation, rotary=self.positions == "rotary", dtype=dtype)
-        self.encoder_layers = [_EncoderLayer(name=f"encoder_{i}", **block) for i in range(num_layers)]
-        self.decoder_layers = [_DecoderLayer(name=f"decoder_{i}", **block) for i in range(num_layers)]
+                     activation=self.activation, rotary=self.positions == "rotary", attention=self.attention,
+                     attention_options=self.attention_options, num_kv_heads=self.num_kv_heads,
+                     attention_window=self.attention_window, dtype=dtype)
+        self.encoder_layers = [_EncoderLayer(name=f"encoder_{i}", **block,
+                                             score_bias=layer_bias(self.encoder_position_bias, f"encoder_{i}"))
+                               for i in range(num_layers)]
+        self.decoder_layers = [_DecoderLayer(name=f"decoder_{i}", **block,
+                                             score_bias=layer_bias(self.decoder_position_bias, f"decoder_{i}"))
+                               for i in range(num_layers)]
         if self.norm_first:
             self.encoder_norm = LayerNormalization(epsilon=1e-5, name="encoder_norm", dtype=dtype)
             self.decoder_norm = LayerNormalization(epsilon=1e-5, name="decoder_norm", dtype=dtype)
@@ -350,8 +435,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return self._memory(memory, mask)
 
     def initial_state(self, memory, max_length=None):
-        """``(t, K_1, V_1, ..., K_N, V_N)``: step ``t = 0`` per row ``[B]``, zero caches, keys and
-        values ``[B, H, max_length, d_k]``.
+        """``(t, *cache_1, ..., *cache_N)``: step ``t = 0`` per row ``[B]``, then each decoder layer's
+        empty self-attention cache, its ``initial_cache`` (``multi_head``: keys and values
+        ``[B, H_kv, max_length, d_k]``, or ``[B, H_kv, W, d_k]`` with a window), as one flat tuple.
 
         Every tensor has the batch first, so beam search can reorder hypotheses.
         """
@@ -359,8 +445,27 @@ class TransformerSeq2Seq(Seq2SeqModel):
             raise ValueError("TransformerSeq2Seq.initial_state needs `max_length`, the size of its "
                              "key/value cache. Received: max_length=None")
         batch = ops.shape(memory["memory"])[0]
-        cache = ops.zeros((batch, self.num_heads, max_length, self.head_dim), dtype=self.compute_dtype)
-        return (ops.zeros((batch,), "int32"),) + (cache, cache) * self.num_layers
+        caches = [layer.self_attention.initial_cache(batch, max_length, self.compute_dtype)
+                  for layer in self.decoder_layers]
+        return (ops.zeros((batch,), "int32"),) + tuple(part for cache in caches for part in cache)
+
+    def split_caches(self, caches):
+        """The flat cache parts of a decoder state (after ``t``) -> one tuple per decoder layer."""
+        out, start = [], 0
+        for layer in self.decoder_layers:
+            count = len(layer.self_attention.initial_cache(1, 1))
+            out.append(tuple(caches[start:start + count]))
+            start += count
+        return out
+
+    def decoding_cache_bytes(self, max_length):
+        """The decoder's self-attention cache of one sequence decoded up to ``max_length`` positions, in
+        bytes: its ``initial_cache`` parts (``multi_head``: ``2 N H_kv L d_k`` values; with a window
+        ``L = W`` whatever ``max_length``). Sharing key-value heads divides it by ``H / H_kv``."""
+        self.ensure_built()
+        width = np.dtype(keras.backend.standardize_dtype(self.compute_dtype).replace("bfloat16", "float16")).itemsize
+        parts = [p for layer in self.decoder_layers for p in layer.self_attention.initial_cache(1, max_length)]
+        return int(sum(math.prod(p.shape) for p in parts)) * width
 
     @property
     def feature_size(self):
@@ -375,9 +480,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """The last decoder layer's output ``[B, D]`` at one position, before ``output_logits``: the
         decoder stack on ``token [B]`` at position ``t`` with the caches of ``state``."""
         step, caches = state[0], state[1:]
-        pairs = [(caches[2 * i], caches[2 * i + 1]) for i in range(self.num_layers)]
-        y, _, cross_maps, new_caches = self._decode(memory, ops.expand_dims(token, 1), caches=pairs, step=step,
-                                                    training=training)
+        y, _, cross_maps, new_caches = self._decode(memory, ops.expand_dims(token, 1),
+                                                    caches=self.split_caches(caches), step=step, training=training)
         new_state = (step + 1, *[part for cache in new_caches for part in cache])
         return ops.squeeze(y, 1), new_state, attention_row(cross_maps[-1])
 
@@ -424,7 +528,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
             "num_heads": self.num_heads, "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "positions": self.positions, "max_length": self.max_length, "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings, "tie_output": self.tie_output,
-            "activation": self.activation,
+            "activation": self.activation, "num_kv_heads": self.num_kv_heads,
+            "attention_window": self.attention_window, "attention": self.attention,
+            "attention_options": self.attention_options,
         })
         return config
 
