@@ -96,6 +96,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["data=tatoeba", "data.pair=xyz-eng"], ["corpus 'xyz-eng' was not found", "$ZOO_DATA_DIR", "data.download=true"]),
     (["data=spoken_digits", "data.cache_dir={data_dir}"], ["Free Spoken Digit Dataset was not found",
                                                           "$ZOO_DATA_DIR (not set)", "data.path=<path to fsdd.zip>"]),
+    (["data=digit_strings", "data.width=100"], ["data.width=100 and data.height=32 cannot hold 8 digits",
+                                                "data.width=156"]),
     (["model=transformer", "model.max_length=64"], ["model.max_length=64", "positions=learned"]),
     (["trainer.resume=0123456789abcdef"], ["trainer.resume=0123456789abcdef", "is not a run in"]),
     (["trainer.epochs=1"], ["http://127.0.0.1:9", "not reachable"], "server_down"),

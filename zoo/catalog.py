@@ -584,3 +584,25 @@ def fsdd_speaker_problem(path, test_speakers) -> Optional[str]:
         return (f"data.test_speakers={held!r} holds out every speaker of {path}, leaving none to train on; e.g. "
                 f"data.test_speakers=[{speakers[-1]}].")
     return None
+
+
+# -- data=digit_strings: the longest row of digits must fit the canvas (zoo.data.digit_strings composes
+# the images and raises this line too; the validator gives it before TensorFlow starts).
+DIGIT_SCAN_SIZE = 8  # load_digits' scans are 8x8
+
+
+def digit_canvas_problem(max_digits, height, width, scale, max_gap) -> Optional[str]:
+    """The line refusing a ``height x width`` canvas that cannot hold ``max_digits`` scans of ``8 * scale``
+    pixels with gaps up to ``max_gap``, or None (also when a value is no integer: its own rule says so)."""
+    values = (max_digits, height, width, scale, max_gap)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values) or min(values) < 0:
+        return None
+    side = DIGIT_SCAN_SIZE * scale
+    needed = max_digits * side + max(max_digits - 1, 0) * max_gap
+    if needed <= width and side <= height:
+        return None
+    fixes = " ".join(f for f, bad in ((f"data.width={needed}", needed > width), (f"data.height={side}", side > height))
+                     if bad)
+    return (f"data.width={width} and data.height={height} cannot hold {max_digits} digits of {side}x{side} pixels "
+            f"(data.scale={scale}) with gaps up to data.max_gap={max_gap}: expected width >= {needed} and height "
+            f">= {side}; e.g. {fixes}, or fewer data.max_digits, a smaller data.scale or data.max_gap.")

@@ -468,6 +468,11 @@ def data_problems(check: "_Checker") -> None:
         if data.get("name") == "spoken_digits":  # the recordings' zip: found, a zip of recordings, speakers
             for line in spoken_digits_problems(data):
                 check.add(line)
+        if data.get("name") == "digit_strings":  # the longest row of digits must fit the canvas
+            canvas = catalog.digit_canvas_problem(*(data.get(k) for k in ("max_digits", "height", "width", "scale",
+                                                                          "max_gap")))
+            if canvas:
+                check.add(canvas)
         if "test_min_length" in data or "test_max_length" in data:
             for line in test_length_problems(OmegaConf.to_container(data, resolve=True)):
                 check.add(line)

@@ -50,16 +50,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
+from zoo import catalog
 from zoo.checks import enforce_config
 from zoo.data.task import DATASETS
 from zoo.errors import ConfigError
 from zoo.tokens import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 
-SCAN_SIZE = 8  # load_digits' scans are 8x8
+SCAN_SIZE = catalog.DIGIT_SCAN_SIZE  # load_digits' scans are 8x8
 SCAN_MAX = 16  # ... with values 0-16
 DIGITS = "0123456789"
 VOCABULARY = SPECIALS + tuple(DIGITS)  # digit d is id 4 + d
@@ -282,19 +283,6 @@ def generate(count: int, pool: np.ndarray, seed, min_digits: int, max_digits: in
     return DigitImages(images, targets, boxes, lengths, chosen), dropped
 
 
-def fit_problem(max_digits, height, width, scale, max_gap) -> Optional[str]:
-    """The line refusing a canvas too small for the longest row, or None."""
-    side = SCAN_SIZE * scale
-    needed = max_digits * side + (max_digits - 1) * max_gap
-    if needed <= width and side <= height:
-        return None
-    fixes = " ".join(f for f, bad in ((f"data.width={needed}", needed > width), (f"data.height={side}", side > height))
-                     if bad)
-    return (f"data.width={width} and data.height={height} cannot hold {max_digits} digits of {side}x{side} pixels "
-            f"(data.scale={scale}) with gaps up to data.max_gap={max_gap}: expected width >= {needed} and height "
-            f">= {side}; e.g. {fixes}, or fewer data.max_digits, a smaller data.scale or data.max_gap.")
-
-
 @DATASETS.register("digit_strings", task="image")
 def build_task(seed: int = 0, train_size: int = 10000, val_size: int = 1000, test_size: int = 1000,
                min_digits: int = 3, max_digits: int = 8, height: int = 32, width: int = 160, scale: int = 2,
@@ -305,7 +293,7 @@ def build_task(seed: int = 0, train_size: int = 10000, val_size: int = 1000, tes
                    min_digits=min_digits, max_digits=max_digits, scale=scale, height=height, width=width,
                    min_gap=min_gap, max_gap=max_gap, clutter=clutter, fragment_size=fragment_size,
                    val_scans=val_scans, test_scans=test_scans)
-    problem = fit_problem(max_digits, height, width, scale, max_gap)
+    problem = catalog.digit_canvas_problem(max_digits, height, width, scale, max_gap)
     if problem:
         raise ConfigError(problem)
     _, labels = load_scans()
