@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import zoo.models  # noqa: E402
 from zoo.models.self_attention import transformer  # noqa: E402
 
-TINY = {"embed_dim": 8, "intermediate_dim": 16, "num_layers": 2, "num_heads": 2, "dropout": 0.0}
+TINY = {"embed_dim": 8, "intermediate_dim": 16, "num_layers": 2, "num_heads": 2, "dropout": 0.0, "max_length": 16}
 VOCAB, CLASSES = 12, 10
 TOKENS = np.array([[5, 6, 7, 8, 9, 0], [9, 4, 0, 0, 0, 0], [4, 5, 6, 7, 8, 11]], dtype="int32")
 
@@ -82,3 +82,4 @@ def test_bad_arguments_are_refused_with_the_name_and_value():
         make(pooling="max")
     with pytest.raises(ValueError, match="embed_dim"):
         make(embed_dim=9)
+

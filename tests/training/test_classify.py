@@ -114,3 +114,17 @@ def test_listops_trains_through_the_lifecycle_logs_test_accuracy_and_exports_a_c
     assert out["label"] == [r["prediction"] for r in rows]  # the run's own scoring, reloaded
     assert out["served"] == out["class_id"] and np.allclose(out["sums"], 1.0, atol=1e-5)
     assert {"classify", "serving_default"} <= set(out["signatures"])
+
+
+def test_experiment_listops_and_the_classifiers_attention_options_are_checked_before_tensorflow():
+    from zoo.config import train_problems, validate_train
+
+    cfg = compose(["experiment=listops"])
+    validate_train(cfg)
+    assert (cfg.model.name, cfg.data.name, cfg.model.attention) == ("transformer_classifier", "listops", "multi_head")
+    assert cfg.data.min_length == 100 and cfg.data.max_length == 500
+    owned = train_problems(compose(["experiment=listops", "model.attention_options.num_heads=8"]),
+                           overridden=["model.attention_options.num_heads"])
+    assert [p for p in owned if "is set by model=transformer_classifier itself" in p and "model.num_heads" in p]
+    refused = train_problems(compose(["experiment=listops", "model.attention=dot"]))
+    assert [p for p in refused if p.startswith("model.attention=dot is not a self-attention")]

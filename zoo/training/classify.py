@@ -81,7 +81,13 @@ def load_classify_data(cfg) -> ClassifyData:
 def build_classifier(cfg, task):
     """``zoo.models.create(cfg.model.name, ...)`` with the data's sizes the constructor asks for, built."""
     import zoo.models
+    from zoo.models.self_attention.transformer_classifier import attention_takes_max_length
 
+    longest, attention = cfg.model.get("max_length"), cfg.model.get("attention")
+    if attention is not None and attention_takes_max_length(str(attention)) and task.max_length > int(longest):
+        raise ConfigError(f"model.max_length={longest} is shorter than data={task.name}'s longest input "
+                          f"({task.max_length} tokens), and model.attention={attention} is sized for the longest "
+                          f"sequence: use model.max_length={task.max_length} or more.")
     sizes = {"vocab_size": task.vocab_size, "num_classes": task.num_classes}
     wanted = inspect.signature(zoo.models.MODELS.get(cfg.model.name)).parameters
     model = create_model(cfg.model.name, **{k: v for k, v in sizes.items() if k in wanted},

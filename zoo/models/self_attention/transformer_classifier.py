@@ -15,6 +15,12 @@ from zoo.models.self_attention.transformer import ACTIVATIONS, POSITIONS
 from zoo.tokens import PAD_ID
 
 POOLINGS = ("mean", "cls")
+# model.attention is the encoder's self-attention (read by the validator, zoo.config, without importing this
+# module): multi_head or a kind: self attention; encoder only, so one that cannot be causal (Linformer) is fine;
+# the options the model sets for every layer itself are refused in model.attention_options (as the Transformer's).
+ATTENTION_KIND = "self"
+CAUSAL = False
+OWNED_OPTIONS = ("num_heads", "key_dim", "value_dim", "dropout", "num_kv_heads", "sliding_window", "max_length")
 # The rules between the arguments, declared once: the constructor enforces them and the config
 # validator reads this literal without importing Keras (zoo.catalog.model_constraints).
 CONSTRAINTS = (
@@ -36,6 +42,13 @@ def _accepted(layer_class, **options):
     biases, key-value heads, windows), so this model passes what the layer of the day accepts."""
     wanted = inspect.signature(layer_class.__init__).parameters
     return {k: v for k, v in options.items() if k in wanted}
+
+
+def attention_takes_max_length(attention):
+    """Whether the registered attention ``attention`` is sized for a longest sequence (``max_length``:
+    Linformer's projections ``E``, ``F``); the classifier sets it to its own ``max_length``."""
+    layer = zoo_attention.ATTENTIONS.get(attention) if attention in zoo_attention.names() else None
+    return layer is not None and "max_length" in inspect.signature(layer.__init__).parameters
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -69,13 +82,14 @@ class TransformerClassifier(keras.Model):
         num_classes: ``C``, from the data.
         embed_dim, intermediate_dim, num_layers, num_heads, dropout, attention_dropout, positions,
             max_length, norm_first, activation: as ``TransformerSeq2Seq``'s (``num_layers`` encoder
-            layers only).
+            layers only); ``max_length`` also sizes an attention made for a longest sequence.
         pooling: ``"mean"`` over the real tokens, or ``"cls"``.
         num_kv_heads: key-value heads (GQA; 1 = MQA), dividing ``num_heads``; None = ``num_heads``.
         attention_window: ``W``, self-attention to ``|i - j| < W`` only; None = full.
         attention: the self-attention of every encoder layer (``multi_head``, the default).
         attention_options: that layer's options (None: its defaults); the heads, head size and
-            dropout are the model's.
+            dropout are the model's, and so is the longest sequence of an attention sized for one
+            (Linformer's ``max_length``: ``max_length``, plus the ``[CLS]`` row).
 
     Example:
         >>> import numpy as np
@@ -112,6 +126,8 @@ class TransformerClassifier(keras.Model):
         self.attention_window = positive_int("attention_window", attention_window, allow_none=True)
         self.attention = str(attention)
         self.attention_options = dict(attention_options or {})
+        if attention_takes_max_length(self.attention):  # Linformer's E, F: the model's longest input
+            self.attention_options["max_length"] = self.max_length + (self.pooling == "cls")
         enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions, num_kv_heads=num_kv_heads)
 
         dtype = self.dtype_policy
