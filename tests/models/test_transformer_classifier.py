@@ -69,6 +69,23 @@ def test_training_steps_lower_the_loss_and_learn_a_rule():
     assert (model.classify(TOKENS).numpy().argmax(-1) == labels[:, 0] - 1).all()
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary", "alibi"])
+def test_the_fast_encoder_layer_gives_the_reference_logits_and_gradients(positions):
+    import tensorflow as tf
+
+    from zoo import kernels
+
+    model = make(positions=positions).ensure_built()
+    results = {}
+    for mode in ("fast", "reference"):
+        with kernels.using(mode), tf.GradientTape() as tape:
+            logits = model.classify(TOKENS, training=True)
+            loss = tf.reduce_sum(logits * tf.range(1.0, CLASSES + 1.0))
+        results[mode] = [logits.numpy()] + [tf.convert_to_tensor(g).numpy()
+                                            for g in tape.gradient(loss, model.trainable_variables)]
+    for fast, reference in zip(results["fast"], results["reference"]):
+        np.testing.assert_allclose(fast, reference, rtol=1e-5, atol=1e-5)
+
 def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
     model = make(pooling="cls", positions="learned", max_length=16).ensure_built()
     path = str(tmp_path / "classifier.keras")
