@@ -157,3 +157,16 @@ def test_the_shared_fsdd_zip():
     assert task.info == {"train_recordings": 2000, "val_recordings": 250, "test_recordings": 250}
     for split, allowed in (("test", range(0, 5)), ("val", range(5, 10)), ("train", range(10, 50))):
         assert {int(name.split("_")[2]) for row in task.splits[split].recordings for name in row} <= set(allowed)
+
+
+def test_wav_files_are_decoded_in_the_graph_and_another_rate_is_refused_naming_it():
+    tf = pytest.importorskip("tensorflow")
+    first, second = wav_bytes([1, -2, 3, 4]), wav_bytes([5, 6])
+    waves, lengths = tf.function(spoken_digits.decode_wavs)(tf.constant([first, second]))
+    assert lengths.numpy().tolist() == [4, 2]
+    np.testing.assert_array_equal(waves.numpy()[0], spoken_digits.decode_wav(first, "first"))
+    np.testing.assert_array_equal(waves.numpy()[1], np.r_[spoken_digits.decode_wav(second, "second"), 0, 0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)a WAV file at.{0,12}16000.{0,12}Hz: expected.{0,12}8000"):
+        spoken_digits.decode_wavs(tf.constant([wav_bytes([1, 2], rate=16000)]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)a WAV file with.{0,12}2.{0,12}channels: expected mono"):
+        spoken_digits.decode_wavs(tf.constant([wav_bytes([1, 2, 3, 4], channels=2)]))

@@ -33,8 +33,8 @@ recordings' samples). Recordings and speakers are held out as FSDD's README spli
     recordings  [N] tuples of the recordings' names ("3_theo_12"), speakers [N]
 
 **Features in the graph**: ``log_mel(waveform [B, N] float32, sample_rate=8000)`` -> ``[B, frames,
-NUM_MELS]``, TensorFlow ops only (``tf.signal``), so a SavedModel takes audio; 25 ms frames every
-10 ms (``FRAME_RATE`` = 100 frames a second; frame ``f`` covers samples ``[f * FRAME_STEP,
+NUM_MELS]``, TensorFlow ops only (``tf.signal``), so a SavedModel takes audio (``decode_wavs``: WAV
+file contents ``[B]`` to padded waveforms in the graph, 8 kHz mono only); 25 ms frames every 10 ms (``FRAME_RATE`` = 100 frames a second; frame ``f`` covers samples ``[f * FRAME_STEP,
 f * FRAME_STEP + FRAME_LENGTH)``).
 
 **How a task kind uses it** (``task: speech``): ``load_task(cfg.data)`` gives a ``SpokenDigitsTask``;
@@ -327,6 +327,28 @@ def log_mel(waveform, sample_rate: int = SAMPLE_RATE, num_mels: int = NUM_MELS):
     filters = tf.signal.linear_to_mel_weight_matrix(num_mels, FFT_LENGTH // 2 + 1, sample_rate, LOWER_HZ,
                                                     min(UPPER_HZ, sample_rate / 2))
     return tf.math.log(tf.tensordot(power, filters, 1) + LOG_OFFSET)
+
+
+def decode_wavs(contents):
+    """WAV file contents ``[B]`` (strings) -> ``(waveforms float32 [B, N], num_samples int32 [B])``,
+    zero-padded, TensorFlow ops only (``tf.audio.decode_wav``), for a SavedModel that takes audio
+    files. 8 kHz mono only: another rate or channel count fails (``InvalidArgumentError``) naming it.
+    """
+    import tensorflow as tf
+
+    def one(content):
+        audio, rate = tf.audio.decode_wav(content)
+        channels = tf.shape(audio)[1]
+        checks = [tf.debugging.Assert(tf.equal(rate, SAMPLE_RATE), ["a WAV file at", rate, "Hz: expected",
+                                                                    SAMPLE_RATE, "Hz mono (resample it)"]),
+                  tf.debugging.Assert(tf.equal(channels, 1), ["a WAV file with", channels, "channels: expected "
+                                                              "mono (mix it down to one channel)"])]
+        with tf.control_dependencies(checks):
+            return tf.identity(audio[:, 0])
+
+    contents = tf.convert_to_tensor(contents, tf.string)
+    waves = tf.map_fn(one, contents, fn_output_signature=tf.RaggedTensorSpec([None], tf.float32))
+    return waves.to_tensor(), tf.cast(waves.row_lengths(), tf.int32)
 
 
 def make_dataset(task: SpokenDigitsTask, split: str, batch_size: int, shuffle: bool = False, seed: int = 0):
