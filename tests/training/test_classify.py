@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import compose, empty_store, run_python
+from conftest import compose, empty_store, evaluate_here, run_python
 
 SMOKE = ["model=transformer_classifier", "data=listops", "debug=smoke", "data.min_length=10", "data.max_length=60",
          "tracking.predictions=16"]
@@ -34,8 +34,8 @@ def test_the_exported_module_classifies_raw_strings_as_the_model_does():
     import tensorflow as tf
 
     from zoo.data.classification import encode_texts
+    from zoo.evaluation.classify import accuracy
     from zoo.export.classifier import Classifier, classify_batched
-    from zoo.training.classify import accuracy
 
     task, model = tiny_task_and_model()
     classifier = Classifier(model, task)
@@ -55,7 +55,7 @@ def test_the_exported_module_classifies_raw_strings_as_the_model_does():
 
 
 def test_predictions_csv_names_the_classes(tmp_path):
-    from zoo.training.classify import write_predictions
+    from zoo.evaluation.classify import write_predictions
 
     task, _ = tiny_task_and_model()
     labels = task.splits["test"][1]
@@ -114,6 +114,10 @@ def test_listops_trains_through_the_lifecycle_logs_test_accuracy_and_exports_a_c
     assert out["label"] == [r["prediction"] for r in rows]  # the run's own scoring, reloaded
     assert out["served"] == out["class_id"] and np.allclose(out["sums"], 1.0, atol=1e-5)
     assert {"classify", "serving_default"} <= set(out["signatures"])
+
+    evaluated = evaluate_here(monkeypatch, uri, tmp_path, [f"run_id={result['run_id']}", "split=test"])
+    assert evaluated["test_accuracy"] == pytest.approx(metrics["test_accuracy"])  # the SavedModel, scored again
+    assert evaluated["test_majority_accuracy"] == pytest.approx(metrics["test_majority_accuracy"])
 
 
 def test_experiment_listops_and_the_classifiers_attention_options_are_checked_before_tensorflow():

@@ -153,6 +153,10 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
 
             return evaluate_qa(cfg, saved_dir, model_config, _data_config(cfg, model_config), log_run_id, uri,
                                workdir)
+        if model_config.model.get("task") == "classify":  # a class per text: zoo.evaluation.classify
+            from zoo.evaluation.classify import evaluate_classify
+
+            return evaluate_classify(cfg, saved_dir, _data_config(cfg, model_config), log_run_id, uri, workdir)
         saved = tf.saved_model.load(saved_dir)
         translate_fn = saved.translate
         keras_model = None

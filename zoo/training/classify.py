@@ -2,8 +2,8 @@
 
 What differs from translation lives here (``ClassifyKind``): the data (``zoo.data.classification``
 batches ``(ids [B, T], class + 1 [B, 1])``), the model's sizes (``vocab_size``, ``num_classes``), the
-scoring (accuracy: ``val_accuracy`` per epoch, ``test_accuracy`` at the end, beside
-``test_majority_accuracy``, the accuracy of always answering the training split's most frequent
+scoring (``zoo.evaluation.classify``: ``val_accuracy`` per epoch, ``test_accuracy`` at the end,
+beside ``test_majority_accuracy``, the accuracy of always answering the training split's most frequent
 class) and the export (``zoo.export.classifier.Classifier``: a batch of strings in, class ids and
 probabilities out). The loop is ``zoo.training.fit.fit`` unchanged: a classifier's ``call`` returns
 ``[B, 1, C + 1]`` logits, so the per-token loss against ``class + 1`` is the class cross-entropy.
@@ -11,7 +11,6 @@ probabilities out). The loop is ``zoo.training.fit.fit`` unchanged: a classifier
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import inspect
 import os
@@ -22,7 +21,6 @@ from omegaconf import OmegaConf
 
 from zoo.config import model_kwargs
 from zoo.errors import ConfigError
-from zoo.training import log
 from zoo.training.data import epoch_seed
 from zoo.training.lifecycle import TaskKind
 from zoo.training.model import create_model, make_optimizer
@@ -95,25 +93,6 @@ def build_classifier(cfg, task):
     return model.ensure_built()
 
 
-def accuracy(predicted, labels) -> float:
-    """The share of ``predicted`` class ids equal to ``labels``."""
-    labels = np.asarray(labels)
-    return float(np.mean(np.asarray(predicted) == labels)) if len(labels) else 0.0
-
-
-def write_predictions(path, task, split: str, outputs, limit: int) -> str:
-    """``predictions.csv``: the first ``limit`` examples of ``split``: text, label, prediction, its probability."""
-    texts, labels = task.splits[split]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["text", "label", "prediction", "probability", "correct"])
-        for text, label, predicted, probabilities in list(zip(texts, labels, outputs["class_id"],
-                                                               outputs["probabilities"]))[:limit]:
-            writer.writerow([text, task.classes[label], task.classes[predicted], f"{probabilities[predicted]:.4f}",
-                             int(label == predicted)])
-    return str(path)
-
-
 class ClassifyKind(TaskKind):
     """Text classification for the run lifecycle (``zoo.training.lifecycle.run``): ``ClassifyData``, a
     classifier with the data's sizes, accuracy per epoch and at the end, the ``Classifier`` export."""
@@ -149,32 +128,23 @@ class ClassifyKind(TaskKind):
     def metric(self, data) -> str:
         return "accuracy"
 
-    def predict(self, data, model, split: str):
-        from zoo.export.classifier import classify_batched
-
-        return classify_batched(self.classifier(data, model).classify, data.task.splits[split][0],
-                                batch_size=int(self.cfg.trainer.batch_size))
-
     def validation(self, data, model, runtime):
-        labels = data.task.splits["val"][1]
+        from zoo.evaluation.classify import score_classifier
+
+        classify, batch_size = self.classifier(data, model).classify, int(self.cfg.trainer.batch_size)
 
         def val_metrics() -> Dict[str, float]:
-            return {"accuracy": accuracy(self.predict(data, model, "val")["class_id"], labels)}
+            return {"accuracy": score_classifier(classify, data.task, "val", batch_size)[0]["accuracy"]}
 
         return val_metrics
 
     def score(self, data, model, workdir: str) -> Dict[str, float]:
-        from zoo.data.classification import majority_accuracy
+        from zoo.evaluation.classify import log_classifier_outputs, score_classifier
 
-        task = data.task
-        outputs = self.predict(data, model, "test")
-        metrics = {"test_accuracy": accuracy(outputs["class_id"], task.splits["test"][1]),
-                   "test_majority_accuracy": majority_accuracy(task, "test")}
-        log.log_metrics(metrics)
-        limit = int(self.cfg.tracking.predictions)
-        if limit:
-            log.log_files([write_predictions(os.path.join(workdir, "predictions.csv"), task, "test", outputs, limit)])
-        return metrics
+        metrics, outputs = score_classifier(self.classifier(data, model).classify, data.task, "test",
+                                            int(self.cfg.trainer.batch_size))
+        log_classifier_outputs("test", data.task, metrics, outputs, int(self.cfg.tracking.predictions), workdir)
+        return {f"test_{k}": v for k, v in metrics.items()}
 
     def export(self, data, model, config_yaml: str, workdir: str) -> Dict[str, str]:
         """``saved_model/`` (with ``assets.extra/model.keras`` and ``config.yaml``) and ``vocab/``."""
