@@ -135,3 +135,13 @@ def test_experiment_length_generalization_tests_past_the_trained_lengths_in_the_
     rows = by_length(lengths, [t.decode() for t in outputs["text"].numpy()], references)
     assert rows[0]["min_length"] >= 33 and rows[-1]["max_length"] >= max(lengths) > 40
     assert sum(row["count"] for row in rows) == len(sources)
+
+
+def test_experiment_length_generalization_takes_every_position_scheme_of_the_transformer():
+    from zoo import catalog
+    from zoo.config import train_problems
+
+    positions = next(r["values"] for r in catalog.model_constraints("transformer") if r["key"] == "positions")
+    assert {"sinusoidal", "learned", "rotary", "relative", "t5", "alibi", "none"} <= set(positions)
+    for scheme in positions:  # the sweep of the experiment's comment
+        assert train_problems(compose(["experiment=length_generalization", f"model.positions={scheme}"])) == []
