@@ -118,6 +118,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
      ["model.attention_options.window_size=0", "an integer >= 1", "2D + 1", "(default: 10)"]),
     (["model=bahdanau", "model.attention=local_m", "model.attention_options.window_size=-3"],
      ["model.attention_options.window_size=-3", "an integer >= 1"]),
+    (["model=bahdanau", "model.attention=location_aware", "model.attention_options.kernel_size=0"],
+     ["model.attention_options.kernel_size=0", "an integer >= 1", "r, the width of each filter", "(default: 15)"]),
     (["model=luong", "model.attention_options.normalizer=foo"],
      ["model.attention_options.normalizer='foo'", "one of 'softmax', 'sparsemax', 'entmax15'",
       "(default: 'softmax')"]),
