@@ -29,7 +29,7 @@ def sample_inputs(name, seed=0):
     def rand(*shape):
         return rng.normal(size=shape).astype("float32")
 
-    if kind(name) == "alignment":
+    if kind(name) in ("alignment", "self"):
         return [rand(B, TQ, D), rand(B, TV, D)]
     if kind(name) == "positional":
         return [rand(B, TQ, D)]

@@ -29,9 +29,13 @@ def attention_kind(layer_class):
     """What the class is, as ``conf/attention/<name>.yaml`` declares it in ``kind``.
 
     ``"alignment"``: a ``BaseAttention`` subclass, which keeps the alignment-attention contract
-    (``layer(query, value, key=None, ...)``) and so plugs into RNN decoders; ``"positional"``: a
-    position encoding, called as ``layer(inputs, start_index=0)``; ``"other"``: anything else.
+    (``layer(query, value, key=None, ...)``) and so plugs into RNN decoders; ``"self"``: a class that
+    says so (``kind = "self"``): a Transformer self-attention with ``multi_head``'s call and cache
+    (``model.attention``), not an RNN decoder's; ``"positional"``: a position encoding, called as
+    ``layer(inputs, start_index=0)``; ``"other"``: anything else.
     """
+    if getattr(layer_class, "kind", None) == "self":
+        return "self"
     if issubclass(layer_class, BaseAttention):
         return "alignment"
     if "start_index" in inspect.signature(layer_class.call).parameters:

@@ -1,0 +1,161 @@
+"""The efficient self-attentions of zoo.attention (issue 42, item 4): ``memory_efficient`` equals
+``multi_head`` in values and gradients; ``linear``, ``performer`` and ``differential`` decode with their
+caches exactly as they compute all positions at once; ``performer`` approaches softmax attention as its
+features grow; ``linformer`` projects along the sequence and refuses causal use; masked keys get weight 0."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+import zoo.attention
+
+from attention_helpers import fixed_seed, gradients, to_numpy  # noqa: F401 (fixed_seed: autouse fixture)
+
+B, T, D = 2, 7, 8
+PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")
+KEY_MASK = np.array([[1, 1, 0, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1]], bool)
+QUERY_MASK = np.array([[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1]], bool)
+PAIR_MASK = np.random.default_rng(5).uniform(size=(B, T, T)) > 0.3
+MASKS = {
+    "none": {},
+    "causal_and_key_mask": {"use_causal_mask": True, "attention_mask": KEY_MASK[:, None, :]},
+    "pair_mask": {"attention_mask": PAIR_MASK, "value_mask": KEY_MASK},
+    "causal_and_query_mask": {"query_mask": QUERY_MASK, "use_causal_mask": True},
+}
+
+
+def inputs(*shape, seed=0, scale=1.0):
+    return (scale * np.random.default_rng(seed).normal(size=shape)).astype("float32")
+
+
+X = inputs(B, T, D)
+
+
+def built(name, x=X, **kwargs):
+    layer = zoo.attention.create(name, **kwargs)
+    layer(x, x)
+    return layer
+
+
+def copy_projections(source, target):
+    """``multi_head``'s four projections into ``target`` (the efficient layers' own weights stay)."""
+    for part in PROJECTIONS:
+        for theirs, ours in zip(getattr(source, part).weights, getattr(target, part).weights):
+            ours.assign(theirs)
+
+
+def both(layer, x=X, **kwargs):
+    return [to_numpy(o) for o in layer(x, x, return_attention_scores=True, **kwargs)]
+
+
+def decode_step_by_step(layer, x, rotary=None, step=1):
+    """Outputs of ``layer`` fed ``x`` ``step`` positions at a time with its ``initial_cache``."""
+    cache, outputs = layer.initial_cache(ops.shape(x)[0], ops.shape(x)[1]), []
+    for t in range(0, x.shape[1], step):
+        out, _, cache = layer(x[:, t:t + step], x[:, t:t + step], use_causal_mask=True, cache=cache,
+                              cache_update_index=t, rotary=rotary, return_attention_scores=True)
+        outputs.append(to_numpy(out))
+    return np.concatenate(outputs, axis=1)
+
+
+# -- memory_efficient ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("masks", sorted(MASKS))
+def test_memory_efficient_equals_multi_head_in_values_and_gradients(masks):
+    reference = built("multi_head", num_heads=2, key_dim=4)
+    blocked = built("memory_efficient", num_heads=2, key_dim=4, query_block=4, key_block=3)  # 7 = 4+3, 3+3+1
+    copy_projections(reference, blocked)
+    for ours, theirs in zip(both(blocked, **MASKS[masks]), both(reference, **MASKS[masks])):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+    def loss(call, x):
+        out, weights = call(x, x, return_attention_scores=True, **MASKS[masks])
+        return ops.mean(out ** 2) + ops.mean(weights ** 2)
+
+    ours, theirs = gradients(blocked, loss, [X]), gradients(reference, loss, [X])
+    for mine, expected in zip(ours[0] + ours[1], theirs[0] + theirs[1]):
+        np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_memory_efficient_equals_multi_head_across_sequences_with_shared_heads_and_a_score_bias():
+    query = inputs(B, 5, D, seed=1)
+    reference = built("multi_head", num_heads=4, key_dim=2, num_kv_heads=2)
+    blocked = built("memory_efficient", num_heads=4, key_dim=2, num_kv_heads=2, query_block=2, key_block=3)
+    copy_projections(reference, blocked)
+    for ours, theirs in zip(blocked(query, X, value_mask=KEY_MASK, return_attention_scores=True),
+                            reference(query, X, value_mask=KEY_MASK, return_attention_scores=True)):
+        np.testing.assert_allclose(to_numpy(ours), to_numpy(theirs), atol=1e-5)
+    bias = zoo.attention.create("t5", num_heads=4, bidirectional=False)  # learned: its gradient too
+    for ours, theirs in zip(both(blocked, use_causal_mask=True, score_bias=bias),
+                            both(reference, use_causal_mask=True, score_bias=bias)):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_memory_efficient_decodes_with_multi_heads_cache_as_it_computes_all_positions():
+    layer = built("memory_efficient", num_heads=2, key_dim=4, query_block=4, key_block=4)
+    rope = zoo.attention.create("rotary")
+    full = to_numpy(layer(X, X, use_causal_mask=True, rotary=rope))
+    np.testing.assert_allclose(decode_step_by_step(layer, X, rope), full, atol=1e-5)
+
+
+def test_memory_efficient_refuses_dropout_it_could_not_redraw():
+    with pytest.raises(ValueError, match="argument `dropout`, expected 0.0"):
+        zoo.attention.create("memory_efficient", dropout=0.1)
+
+
+# -- linear and performer --------------------------------------------------------------------------------
+def phi(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))  # elu(x) + 1
+
+
+def heads_first(dense, x):
+    return np.transpose(to_numpy(dense(x)), (0, 2, 1, 3))
+
+
+# -- differential ----------------------------------------------------------------------------------------
+def rms_norm(x):
+    return x / np.sqrt(np.mean(x ** 2, axis=-1, keepdims=True) + 1e-5)
+
+
+def softmax(scores, mask):
+    scores = np.where(mask, scores, -1e9)
+    e = np.exp(scores - scores.max(-1, keepdims=True)) * mask
+    return e / e.sum(-1, keepdims=True)
+
+
+# -- linformer -------------------------------------------------------------------------------------------
+
+
+# -- all five --------------------------------------------------------------------------------------------
+EFFICIENT = ("memory_efficient",)
+
+
+@pytest.mark.parametrize("name", EFFICIENT)
+def test_masked_keys_get_zero_weight_and_gradients_are_finite(name):
+    causal = name != "linformer"
+    layer = built(name, num_heads=2, key_dim=4)
+    out, weights = layer(X, X, value_mask=KEY_MASK, use_causal_mask=causal, return_attention_scores=True)
+    weights = to_numpy(weights)
+    assert np.all(weights[0, :, :, ~KEY_MASK[0]] == 0.0)
+    if name in ("memory_efficient", "linear", "performer"):  # exact or implied softmax-like rows
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    if causal:
+        assert np.all(np.triu(weights, 1) == 0.0)
+
+    def loss(call, x):
+        return ops.mean(call(x, x, value_mask=KEY_MASK, use_causal_mask=causal) ** 2)
+
+    input_grads, variable_grads = gradients(layer, loss, [X])
+    assert all(g is not None and np.all(np.isfinite(g)) for g in input_grads + variable_grads)
+    assert np.abs(input_grads[0]).max() > 0
+
+
+@pytest.mark.parametrize("name", EFFICIENT)
+def test_config_round_trip_gives_the_same_outputs(name):
+    layer = built(name, num_heads=2, key_dim=4)
+    clone = type(layer).from_config(layer.get_config())
+    clone(X, X)
+    clone.set_weights(layer.get_weights())  # performer's features included (a non-trainable weight)
+    assert clone.get_config() == layer.get_config()
+    np.testing.assert_array_equal(to_numpy(clone(X, X)), to_numpy(layer(X, X)))
+
+
