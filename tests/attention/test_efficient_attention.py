@@ -111,6 +111,28 @@ def heads_first(dense, x):
     return np.transpose(to_numpy(dense(x)), (0, 2, 1, 3))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_is_katharopoulos_by_hand(causal):
+    layer = built("linear", num_heads=2, key_dim=3)
+    out, weights = layer(X, X, use_causal_mask=causal, value_mask=KEY_MASK, return_attention_scores=True)
+    q, k, v = (heads_first(getattr(layer, f"{part}_dense"), X) for part in ("query", "key", "value"))
+    similarity = phi(q) @ np.swapaxes(phi(k), -1, -2) * KEY_MASK[:, None, None, :]  # phi(Q_i)^T phi(K_j)
+    if causal:
+        similarity = np.tril(similarity)
+    expected = similarity / similarity.sum(-1, keepdims=True)
+    np.testing.assert_allclose(to_numpy(weights), expected, atol=1e-6)
+    heads = np.transpose(expected @ v, (0, 2, 1, 3))  # the output by the explicit map, the layer's by the sums
+    np.testing.assert_allclose(to_numpy(out), to_numpy(layer.output_dense(heads)), atol=1e-5)
+
+
+@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3)])
+def test_cached_decoding_equals_all_positions_at_once(name, step):
+    layer = built(name, num_heads=2, key_dim=4)
+    rope = zoo.attention.create("rotary")
+    full = to_numpy(layer(X, X, use_causal_mask=True, rotary=rope))
+    np.testing.assert_allclose(decode_step_by_step(layer, X, rope, step), full, atol=1e-5)
+
+
 # -- differential ----------------------------------------------------------------------------------------
 def rms_norm(x):
     return x / np.sqrt(np.mean(x ** 2, axis=-1, keepdims=True) + 1e-5)
@@ -126,7 +148,7 @@ def softmax(scores, mask):
 
 
 # -- all five --------------------------------------------------------------------------------------------
-EFFICIENT = ("memory_efficient",)
+EFFICIENT = ("memory_efficient", "linear")
 
 
 @pytest.mark.parametrize("name", EFFICIENT)
@@ -159,3 +181,7 @@ def test_config_round_trip_gives_the_same_outputs(name):
     np.testing.assert_array_equal(to_numpy(clone(X, X)), to_numpy(layer(X, X)))
 
 
+@pytest.mark.parametrize("name", ('linear',))
+def test_dropout_is_refused_where_no_weights_are_formed(name):
+    with pytest.raises(ValueError, match="argument `dropout`, expected 0.0"):
+        zoo.attention.create(name, dropout=0.1)
