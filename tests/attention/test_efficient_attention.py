@@ -125,7 +125,7 @@ def test_linear_attention_is_katharopoulos_by_hand(causal):
     np.testing.assert_allclose(to_numpy(out), to_numpy(layer.output_dense(heads)), atol=1e-5)
 
 
-@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3)])
+@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3), ('differential', 1), ('differential', 2)])
 def test_cached_decoding_equals_all_positions_at_once(name, step):
     layer = built(name, num_heads=2, key_dim=4)
     rope = zoo.attention.create("rotary")
@@ -144,11 +144,27 @@ def softmax(scores, mask):
     return e / e.sum(-1, keepdims=True)
 
 
+def test_differential_attention_is_ye_et_al_by_hand():
+    layer = built("differential", num_heads=2, key_dim=4, layer_index=3)
+    assert layer.lambda_init == pytest.approx(0.8 - 0.6 * np.exp(-0.6))
+    out, weights = layer(X, X, use_causal_mask=True, value_mask=KEY_MASK, return_attention_scores=True)
+    q, k, v = (heads_first(getattr(layer, f"{part}_dense"), X) for part in ("query", "key", "value"))
+    mask = np.tril(np.ones((T, T), bool))[None, None] & KEY_MASK[:, None, None, :]
+    maps = [softmax(q[..., h] @ np.swapaxes(k[..., h], -1, -2) / np.sqrt(2), mask) for h in (slice(0, 2), slice(2, 4))]
+    lq1, lk1, lq2, lk2 = (to_numpy(getattr(layer, f"lambda_{n}")) for n in ("q1", "k1", "q2", "k2"))
+    lam = np.exp(lq1 @ lk1) - np.exp(lq2 @ lk2) + layer.lambda_init  # eq. 2
+    expected = maps[0] - lam * maps[1]  # eq. 1
+    np.testing.assert_allclose(to_numpy(weights), expected, atol=1e-6)
+    heads = (1 - layer.lambda_init) * rms_norm(expected @ v) * to_numpy(layer.norm_scale)  # eq. 3
+    expected_out = to_numpy(layer.output_dense(np.transpose(heads, (0, 2, 1, 3)).astype("float32")))
+    np.testing.assert_allclose(to_numpy(out), expected_out, atol=1e-5)
+
+
 # -- linformer -------------------------------------------------------------------------------------------
 
 
 # -- all five --------------------------------------------------------------------------------------------
-EFFICIENT = ("memory_efficient", "linear")
+EFFICIENT = ("memory_efficient", "linear", "differential")
 
 
 @pytest.mark.parametrize("name", EFFICIENT)
