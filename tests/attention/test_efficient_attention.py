@@ -125,12 +125,57 @@ def test_linear_attention_is_katharopoulos_by_hand(causal):
     np.testing.assert_allclose(to_numpy(out), to_numpy(layer.output_dense(heads)), atol=1e-5)
 
 
-@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3), ('differential', 1), ('differential', 2)])
+@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3), ('performer', 1), ('differential', 1), ('differential', 2)])
 def test_cached_decoding_equals_all_positions_at_once(name, step):
     layer = built(name, num_heads=2, key_dim=4)
     rope = zoo.attention.create("rotary")
     full = to_numpy(layer(X, X, use_causal_mask=True, rotary=rope))
     np.testing.assert_allclose(decode_step_by_step(layer, X, rope, step), full, atol=1e-5)
+
+
+def test_linear_state_has_a_constant_size():
+    layer = built("linear", num_heads=2, key_dim=3, value_dim=5)
+    short, long = layer.initial_cache(B, 4), layer.initial_cache(B, 4000)
+    assert [tuple(s.shape) for s in short] == [tuple(s.shape) for s in long] == [(B, 2, 3, 5), (B, 2, 3)]
+    assert [tuple(s.shape) for s in built("performer", num_features=16).initial_cache(B, 9)] == [
+        (B, 2, 16, 4), (B, 2, 16)]
+
+
+def test_performer_approaches_softmax_attention_as_its_features_grow():
+    x = inputs(B, T, D, scale=0.5)
+    reference = built("multi_head", x, num_heads=2, key_dim=4)
+    expected = both(reference, x, use_causal_mask=True)
+    errors = []
+    for features in (4, 64, 1024):
+        error = 0.0
+        for seed in range(3):
+            layer = built("performer", x, num_heads=2, key_dim=4, num_features=features, seed=seed)
+            copy_projections(reference, layer)
+            out, weights = both(layer, x, use_causal_mask=True)
+            error += np.abs(weights - expected[1]).mean() / 3
+            np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        errors.append(error)
+    assert errors[0] > errors[1] > errors[2], errors
+    assert errors[2] < 0.01, errors
+
+
+def test_performer_redraws_its_features_on_its_schedule():
+    layer = built("performer", num_heads=2, key_dim=4, num_features=8, redraw_interval=2, seed=3)
+    drawn = to_numpy(layer.projection)
+    layer(X, X, training=True)  # the first training call keeps them
+    np.testing.assert_array_equal(to_numpy(layer.projection), drawn)
+    layer(X, X, training=True)  # the second draws new ones
+    redrawn = to_numpy(layer.projection)
+    assert np.abs(redrawn - drawn).max() > 0.1
+    layer(X, X, training=False)  # inference never redraws
+    np.testing.assert_array_equal(to_numpy(layer.projection), redrawn)
+    fixed = built("performer", num_heads=2, key_dim=4, num_features=8, seed=3)  # redraw_interval=0: never
+    fixed(X, X, training=True)
+    fixed(X, X, training=True)
+    np.testing.assert_array_equal(to_numpy(fixed.projection), drawn)
+    # Orthogonal blocks of d_k rows, each row as long as a Gaussian vector's: 8 features = 2 blocks of 4.
+    rows = drawn / np.linalg.norm(drawn, axis=-1, keepdims=True)
+    np.testing.assert_allclose(rows[:4] @ rows[:4].T, np.eye(4), atol=1e-5)
 
 
 # -- differential ----------------------------------------------------------------------------------------
@@ -164,7 +209,7 @@ def test_differential_attention_is_ye_et_al_by_hand():
 
 
 # -- all five --------------------------------------------------------------------------------------------
-EFFICIENT = ("memory_efficient", "linear", "differential")
+EFFICIENT = ("memory_efficient", "linear", "performer", "differential")
 
 
 @pytest.mark.parametrize("name", EFFICIENT)
@@ -197,7 +242,7 @@ def test_config_round_trip_gives_the_same_outputs(name):
     np.testing.assert_array_equal(to_numpy(clone(X, X)), to_numpy(layer(X, X)))
 
 
-@pytest.mark.parametrize("name", ('linear',))
+@pytest.mark.parametrize("name", ('linear', 'performer'))
 def test_dropout_is_refused_where_no_weights_are_formed(name):
     with pytest.raises(ValueError, match="argument `dropout`, expected 0.0"):
         zoo.attention.create(name, dropout=0.1)
