@@ -206,10 +206,34 @@ def test_differential_attention_is_ye_et_al_by_hand():
 
 
 # -- linformer -------------------------------------------------------------------------------------------
+def test_linformer_projects_keys_and_values_along_the_sequence_with_the_first_columns():
+    layer = built("linformer", num_heads=2, key_dim=4, projected_length=3, max_length=10)
+    out, weights = layer(X, X, value_mask=KEY_MASK, return_attention_scores=True)
+    q, k, v = (heads_first(getattr(layer, f"{part}_dense"), X) for part in ("query", "key", "value"))
+    keep = KEY_MASK[:, None, :, None]
+    e, f = to_numpy(layer.key_projection)[:, :T], to_numpy(layer.value_projection)[:, :T]  # the first T of 10
+    scores = q @ np.swapaxes(e @ (k * keep), -1, -2) / 2.0  # Q (E K)^T / sqrt(d_k)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(to_numpy(weights), p @ f * KEY_MASK[:, None, None, :], atol=1e-6)
+    heads = np.transpose(p @ (f @ (v * keep)), (0, 2, 1, 3))
+    np.testing.assert_allclose(to_numpy(out), to_numpy(layer.output_dense(heads)), atol=1e-5)
+
+
+def test_linformer_is_encoder_only_and_sized():
+    layer = built("linformer", num_heads=2, key_dim=4, projected_length=3, max_length=10)
+    with pytest.raises(ValueError, match="linformer is encoder only"):
+        layer(X, X, use_causal_mask=True)
+    with pytest.raises(ValueError, match="no decoding cache"):
+        layer(X, X, cache=(X, X), cache_update_index=0)
+    with pytest.raises(ValueError, match="max_length=10 positions. Received a sequence of 12"):
+        layer(inputs(B, 12, D), inputs(B, 12, D))
+    with pytest.raises(ValueError, match="argument `causal`, expected False"):
+        zoo.attention.create("linformer", causal=True)
 
 
 # -- all five --------------------------------------------------------------------------------------------
-EFFICIENT = ("memory_efficient", "linear", "performer", "differential")
+EFFICIENT = ("memory_efficient", "linear", "performer", "differential", "linformer")
 
 
 @pytest.mark.parametrize("name", EFFICIENT)
