@@ -125,7 +125,8 @@ def test_linear_attention_is_katharopoulos_by_hand(causal):
     np.testing.assert_allclose(to_numpy(out), to_numpy(layer.output_dense(heads)), atol=1e-5)
 
 
-@pytest.mark.parametrize("name, step", [('linear', 1), ('linear', 3), ('performer', 1), ('differential', 1), ('differential', 2)])
+@pytest.mark.parametrize("name, step", [("linear", 1), ("linear", 3), ("performer", 1), ("differential", 1),
+                                        ("differential", 2)])
 def test_cached_decoding_equals_all_positions_at_once(name, step):
     layer = built(name, num_heads=2, key_dim=4)
     rope = zoo.attention.create("rotary")
@@ -266,7 +267,7 @@ def test_config_round_trip_gives_the_same_outputs(name):
     np.testing.assert_array_equal(to_numpy(clone(X, X)), to_numpy(layer(X, X)))
 
 
-@pytest.mark.parametrize("name", ('linear', 'performer'))
+@pytest.mark.parametrize("name", ("linear", "performer"))
 def test_dropout_is_refused_where_no_weights_are_formed(name):
     with pytest.raises(ValueError, match="argument `dropout`, expected 0.0"):
         zoo.attention.create(name, dropout=0.1)
