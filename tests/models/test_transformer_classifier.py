@@ -100,3 +100,21 @@ def test_bad_arguments_are_refused_with_the_name_and_value():
     with pytest.raises(ValueError, match="embed_dim"):
         make(embed_dim=9)
 
+
+@pytest.mark.parametrize("attention", ["linformer", "linear", "performer", "memory_efficient", "differential"])
+def test_model_attention_is_every_encoder_layers_self_attention(attention):
+    import zoo.attention
+
+    model = make(attention=attention)
+    assert all(type(layer.self_attention) is zoo.attention.ATTENTIONS.get(attention) for layer in model.encoder_layers)
+    assert np.isfinite(model.classify(TOKENS).numpy()).all()
+    if attention == "linformer":  # sized for the model's longest input (and the [CLS] row)
+        assert model.encoder_layers[0].self_attention.max_length == 16
+        assert make(attention=attention, pooling="cls").encoder_layers[0].self_attention.max_length == 17
+
+
+def test_memory_efficient_attention_classifies_as_multi_head_does():
+    reference = make().ensure_built()
+    blocked = make(attention="memory_efficient").ensure_built()
+    blocked.set_weights(reference.get_weights())  # exact softmax attention over blocks: the same function
+    np.testing.assert_allclose(blocked.classify(TOKENS).numpy(), reference.classify(TOKENS).numpy(), atol=1e-5)

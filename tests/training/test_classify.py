@@ -132,3 +132,20 @@ def test_experiment_listops_and_the_classifiers_attention_options_are_checked_be
     assert [p for p in owned if "is set by model=transformer_classifier itself" in p and "model.num_heads" in p]
     refused = train_problems(compose(["experiment=listops", "model.attention=dot"]))
     assert [p for p in refused if p.startswith("model.attention=dot is not a self-attention")]
+
+
+def test_a_listops_input_longer_than_linformers_length_is_one_line_before_the_model_is_built():
+    from zoo.data import load_task
+    from zoo.errors import ConfigError
+    from zoo.training.classify import build_classifier
+
+    cfg = compose(["model=transformer_classifier", "data=listops", "model.attention=linformer", "model.max_length=20",
+                   "data.train_size=10", "data.val_size=2", "data.test_size=2", "data.min_length=25",
+                   "data.max_length=40"])
+    task = load_task(cfg.data)
+    with pytest.raises(ConfigError, match=rf"^model.max_length=20 is shorter than data=listops's longest input "
+                                          rf"\({task.max_length} tokens\), and model.attention=linformer"):
+        build_classifier(cfg, task)
+    cfg.model.max_length = task.max_length
+    model = build_classifier(cfg, task)
+    assert model.encoder_layers[0].self_attention.max_length == task.max_length
