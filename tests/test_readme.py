@@ -118,27 +118,46 @@ def test_docs_links_point_to_files_and_headings(page):
     assert not _broken_links(page)
 
 
-@pytest.mark.parametrize("first_cell, folder", [("model", "model"), ("attention", "attention")])
-def test_tables_list_exactly_the_registered_names(first_cell, folder):
-    in_table = _table(first_cell)
-    registered = sorted(path.stem for path in (ROOT / "conf" / folder).glob("*.yaml"))
+def test_the_model_table_lists_exactly_the_registered_models():
+    in_table = _table("model")
+    registered = sorted(path.stem for path in (ROOT / "conf" / "model").glob("*.yaml"))
     assert len(in_table) == len(set(in_table)), f"named twice: {in_table}"
     assert sorted(in_table) == registered, (
-        f"in the README's {first_cell} table only: {sorted(set(in_table) - set(registered))}; "
-        f"in conf/{folder}/ only: {sorted(set(registered) - set(in_table))}")
+        f"in the README's model table only: {sorted(set(in_table) - set(registered))}; "
+        f"in conf/model/ only: {sorted(set(registered) - set(in_table))}")
 
 
-def test_attention_kinds_are_those_of_their_configs():
-    """The attention table's second column is the ``kind`` its YAML declares (alignment, other, positional)."""
+# The attention table's rows by kind: the bold label of a row, and the ``kind`` its attentions' YAMLs declare.
+KINDS = {"alignment": "alignment", "self-attention": "self", "positions": "positional", "reading": "other"}
+
+
+def _attention_rows():
+    """``{kind: [names]}``: the backticked names of each kind's row of the README's attention table."""
     lines = _text().splitlines()
-    header = next(i for i, line in enumerate(lines) if re.match(r"\|\s*attention\s*\|", line))
-    wrong = []
+    header = next(i for i, line in enumerate(lines) if re.match(r"\|\s*attentions\s*\|", line))
+    rows = {}
     for line in lines[header + 2:]:
         if not line.startswith("|"):
             break
-        cells = [cell.strip() for cell in line.split("|")[1:3]]
-        name, kind = cells[0].strip("`"), cells[1]
-        declared = re.search(r"^kind:\s*(\w+)", (ROOT / "conf" / "attention" / f"{name}.yaml").read_text(encoding="utf-8"), re.M)
-        if not declared or declared.group(1) != kind:
-            wrong.append((name, kind, declared and declared.group(1)))
-    assert not wrong, wrong
+        cell = line.split("|")[1]
+        label = re.match(r"\s*\*\*([a-z -]+)\*\*", cell)
+        if label and label.group(1) in KINDS:
+            rows[KINDS[label.group(1)]] = re.findall(r"`([a-z0-9_]+)`", cell)
+    return rows
+
+
+def test_the_attention_table_lists_every_registered_attention_under_its_kind():
+    """Every ``conf/attention/<name>.yaml`` is named in the row of the kind it declares; the self-attention
+    row holds the Transformer's choices (``multi_head`` and the ``kind: self`` layers); the positions row
+    adds ``none`` (no positions), which is a value of ``model.positions``, not a layer."""
+    from zoo import catalog
+
+    rows = _attention_rows()
+    assert set(rows) == set(KINDS.values()), rows
+    for kind, names in rows.items():
+        expected = catalog.self_attentions() if kind == "self" else catalog.attentions(kind)
+        extra = {"none"} if kind == "positional" else set()
+        assert sorted(set(names) - extra) == sorted(expected), (kind, names, expected)
+    named = {name for names in rows.values() for name in names}
+    registered = {path.stem for path in (ROOT / "conf" / "attention").glob("*.yaml")}
+    assert registered <= named, f"in conf/attention/ only: {sorted(registered - named)}"
