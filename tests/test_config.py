@@ -10,7 +10,7 @@ from conftest import ROOT, compose, run_python
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, transformer"),
+    (["model=nope"], "Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
     (["data=fra"], f"Unknown data 'fra'. Available: {', '.join(catalog.datasets())}"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
@@ -42,7 +42,7 @@ def test_precheck_accepts_good_command_lines(argv):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "error: Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, transformer"),
+    (["model=nope"], "error: Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer, transformer_classifier"),
     (["trainer.epochs=abc"], "error: trainer.epochs='abc' is not valid: expected an integer (default: 20)."),
 ])
 def test_train_py_exits_with_one_line_and_no_traceback(argv, expected):

@@ -56,6 +56,8 @@ def data_sizes(name):
         return QA_DATA_SIZES
     if zoo.models.MODELS.meta(name).get("task") == "classify":  # tests/models/test_transformer_classifier.py
         return {"vocab_size", "num_classes"}
+    if zoo.models.MODELS.meta(name).get("task") == "image":  # tests/models/test_vision.py
+        return {"target_vocab_size"}
     return set()
 
 

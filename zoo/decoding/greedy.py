@@ -56,8 +56,9 @@ def decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID,
     step, _, _, _, lengths, logprob, ids_ta, attention_ta = tf.while_loop(
         cond, body, (tf.constant(0), token, state, finished, lengths, logprob, ids_ta, attention_ta))
     ids = tf.reshape(tf.transpose(ids_ta.gather(tf.range(step))), [batch, step])
+    # Ts: the positions attended over, the memory's (an image model's grid cells, not the source's rows)
     attention = tf.reshape(tf.transpose(attention_ta.gather(tf.range(step)), (1, 0, 2)),
-                           [batch, step, tf.shape(source)[1]])
+                           [batch, step, tf.shape(memory["memory_mask"])[1]])
     return ids, attention, lengths, logprob
 
 

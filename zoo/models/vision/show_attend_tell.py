@@ -1,0 +1,263 @@
+"""Show, Attend and Tell (Xu et al. 2015): a CNN encoder's grid, an LSTM decoder with soft attention."""
+
+import keras
+from keras import ops
+
+from zoo.checks import non_negative_float, positive_int
+from zoo.models import alignment
+from zoo.models.encoder_decoder import Seq2SeqModel
+from zoo.models.registry import register_model
+
+PIXEL_MAX = 255.0  # images arrive as uint8 [B, H, W]: 0 background, 255 ink
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class ShowAttendTell(Seq2SeqModel):
+    """A small CNN over the image; an LSTM decoder attending over its feature grid (soft attention).
+
+    **Encoder.** The image ``x`` (``uint8 [B, H, W]``, scaled to ``[0, 1]`` inside the model) passes
+    ``conv_layers`` blocks of a 3x3 ``same`` convolution (ReLU; block ``k`` has ``filters * 2^k``
+    channels) and a 2x2 max-pooling, so the grid is ``h = H // s``, ``w = W // s`` with stride
+    ``s = 2 ** conv_layers`` (``grid_shape``). Its ``L = h w`` cells, row-major, are the annotation
+    vectors ``a = {a_1, ..., a_L}``, ``a_i`` in ``R^D`` (``D = filters * 2^(conv_layers - 1)``), the
+    memory the decoder attends over.
+
+    **Decoder** (sec. 3.1.2 and 4.2.1), at output step ``t``:
+
+    - ``e_ti = f_att(a_i, h_{t-1})``, ``alpha_t = softmax(e_t)`` (``model.attention``, any alignment
+      attention, ``additive`` by default: the paper's MLP);
+    - the gating scalar ``beta_t = sigmoid(f_beta(h_{t-1}))`` and the context
+      ``z_t = beta_t sum_i alpha_ti a_i``;
+    - ``i_t, f_t, o_t, g_t`` from ``[E y_{t-1}; h_{t-1}; z_t]``: an LSTM step on ``[E y_{t-1}; z_t]``;
+    - the deep output layer, eq. 7: ``p(y_t | a, y_{<t}) = softmax(L_o(E y_{t-1} + L_h h_t + L_z z_t))``
+      (``E`` the ``m = embed_dim`` embedding, ``L_h``, ``L_z`` into ``R^m``, ``L_o`` onto the vocabulary,
+      dropout before ``L_o``);
+    - ``c_0 = f_init,c(mean_i a_i)``, ``h_0 = f_init,h(mean_i a_i)`` (one ``tanh`` layer each).
+
+    **Doubly stochastic attention** (eq. 14): the loss adds
+    ``lambda sum_i (1 - sum_t alpha_ti)^2`` (``attention_penalty = lambda``; the sum over ``t`` runs
+    over the real target steps, those whose input token is not padding), averaged over the batch, with
+    ``self.add_loss`` in ``call``: the training loop adds ``model.losses`` to the token loss, as for the
+    self-attentive reader's penalty. It pushes each cell's total attention over the string towards 1,
+    so the decoder looks at every part of the image over the course of the string.
+
+    The ``Seq2SeqModel`` interface (``encode``, ``initial_state``, ``decode_features``,
+    ``output_logits``) is that of the text decoders with the image as the source, so greedy and beam
+    search work unchanged; the attention of a step is ``[B, L]``, of a string ``[B, T_out, L]``
+    (``[B, T_out, h, w]`` after a reshape, for pictures and ``zoo.metrics.alignment``). Attention layers
+    that take the previous step's weights (``location_aware``) get ``alpha_{t-1}`` in the state, those
+    that take the query position (``local_m``) the step, as in ``bahdanau``.
+
+    Shapes: ``B`` batch, ``T`` output steps, ``H`` = ``hidden_size``, ``V`` target vocabulary.
+
+    Args:
+        target_vocab_size: the output vocabulary (id 0 = padding).
+        embed_dim: positive int ``m``, the token embedding and the deep output's width.
+        hidden_size: positive int, the LSTM's units (``n`` in the paper).
+        conv_layers: positive int, the convolution + pooling blocks (the grid's stride is ``2 ** conv_layers``).
+        filters: positive int, the first block's channels (doubled at each further block).
+        attention: name of a registered alignment attention (``zoo.attention.alignment_names()``).
+        attention_options: dict of keyword arguments for that attention layer.
+        attention_penalty: non-negative float ``lambda`` of the doubly stochastic penalty; 0 adds none.
+        dropout: float in [0, 1), before ``L_o``.
+
+    Example:
+        >>> import numpy as np
+        >>> model = ShowAttendTell(14, embed_dim=8, hidden_size=12, conv_layers=2, filters=4)
+        >>> images = np.zeros((2, 16, 24), "uint8")
+        >>> tuple(model((images, np.array([[2, 5, 6], [2, 7, 0]]))).shape), model.grid_shape(16, 24)
+        ((2, 3, 14), (4, 6))
+
+    References:
+        Xu, Ba, Kiros, Cho, Courville, Salakhutdinov, Zemel, Bengio. Show, Attend and Tell: Neural Image
+        Caption Generation with Visual Attention. ICML 2015.
+    """
+
+    def __init__(self, target_vocab_size, embed_dim=64, hidden_size=128, conv_layers=3, filters=16,
+                 attention="additive", attention_options=None, attention_penalty=0.01, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
+        self.embed_dim = positive_int("embed_dim", embed_dim)
+        self.hidden_size = positive_int("hidden_size", hidden_size)
+        self.conv_layers = positive_int("conv_layers", conv_layers)
+        self.filters = positive_int("filters", filters)
+        self.channels = [self.filters * 2 ** k for k in range(self.conv_layers)]
+        self.attention_name = attention
+        self.attention_options = dict(attention_options or {})
+        self.attention_penalty = non_negative_float("attention_penalty", attention_penalty)
+        self.dropout = float(dropout)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"Invalid dropout={dropout!r}: expected a float in [0, 1).")
+        dtype = self.dtype_policy
+        self.convolutions = [keras.layers.Conv2D(c, 3, padding="same", activation="relu", name=f"conv_{i}",
+                                                 dtype=dtype) for i, c in enumerate(self.channels)]
+        self.pooling = keras.layers.MaxPooling2D(2, name="pool", dtype=dtype)
+        self.init_h = keras.layers.Dense(hidden_size, activation="tanh", name="init_h", dtype=dtype)
+        self.init_c = keras.layers.Dense(hidden_size, activation="tanh", name="init_c", dtype=dtype)
+        self.attention = alignment.create_alignment_attention("show_attend_tell", attention, self.attention_options,
+                                                              dtype)
+        self.gate = keras.layers.Dense(1, activation="sigmoid", name="f_beta", dtype=dtype)
+        self.target_embedding = keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
+                                                       dtype=dtype)
+        self.decoder_cell = keras.layers.LSTMCell(hidden_size, name="decoder_lstm", dtype=dtype)
+        self.l_h = keras.layers.Dense(embed_dim, name="l_h", dtype=dtype)
+        self.l_z = keras.layers.Dense(embed_dim, use_bias=False, name="l_z", dtype=dtype)
+        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
+        self.output_projection = keras.layers.Dense(target_vocab_size, name="l_o", dtype=dtype)
+        self.positional_attention = alignment.takes_positions(self.attention)
+        self.groups_hypotheses = not self.positional_attention
+        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)
+
+    @property
+    def memory_dim(self):
+        """``D``, the width of an annotation vector."""
+        return self.channels[-1]
+
+    @property
+    def stride(self):
+        """Image pixels per grid cell along each axis: ``2 ** conv_layers``."""
+        return 2 ** len(self.channels)
+
+    def grid_shape(self, height, width):
+        """``(h, w)``, the feature grid of an ``height x width`` image (each pooling floors the size)."""
+        for _ in self.channels:
+            height, width = height // 2, width // 2
+        return int(height), int(width)
+
+    def build(self, input_shape=None):
+        channels_in = 1
+        for conv in self.convolutions:
+            conv.build((None, None, None, channels_in))
+            channels_in = conv.filters
+        for layer in (self.init_h, self.init_c):
+            layer.build((None, self.memory_dim))
+        self.attention.build(*self._attention_shapes)
+        self.gate.build((None, self.hidden_size))
+        self.target_embedding.build((None,))
+        self.decoder_cell.build((None, self.embed_dim + self.context_dim))
+        self.l_h.build((None, self.hidden_size))
+        self.l_z.build((None, self.context_dim))
+        self.output_projection.build((None, self.embed_dim))
+        self.built = True
+
+    @property
+    def _attention_shapes(self):
+        """The attention's query ``[B, 1, H]`` (``h_{t-1}``) and memory ``[B, L, D]`` shapes."""
+        return (None, 1, self.hidden_size), (None, None, self.memory_dim)
+
+    @property
+    def context_dim(self):
+        """The width of ``z_t`` (``D`` for additive attention)."""
+        return self.attention.compute_output_shape(*self._attention_shapes)[-1]
+
+    @property
+    def feature_size(self):
+        """``[h_t; E y_{t-1}; z_t]``: what the deep output layer reads."""
+        return self.hidden_size + self.embed_dim + self.context_dim
+
+    def annotations(self, images, training=None):
+        """``a``: ``[B, h, w, D]`` feature grid of ``images`` ``uint8 [B, H, W]``."""
+        x = ops.expand_dims(ops.cast(images, self.compute_dtype), -1) / PIXEL_MAX
+        for conv in self.convolutions:
+            x = self.pooling(conv(x))
+        return x
+
+    def encode(self, source, training=None):
+        grid = self.annotations(source, training=training)
+        shape = ops.shape(grid)
+        memory = ops.reshape(grid, (shape[0], shape[1] * shape[2], self.memory_dim))  # [B, L, D], row-major
+        mask = ops.ones(ops.shape(memory)[:2], "bool")
+        mean = ops.mean(memory, axis=1)
+        return {"memory": memory, "memory_mask": mask, "keys": self.attention.prepare(memory),
+                "initial_states": (self.init_h(mean), self.init_c(mean))}
+
+    def initial_state(self, memory, max_length=None):
+        state = tuple(memory["initial_states"])
+        if self.positional_attention:
+            state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
+        if self.feeds_weights_back:
+            state += (self.attention.initial_weights(memory["memory_mask"]),)
+        return state
+
+    def decode_features(self, token, state, memory, training=None):
+        return self._embedded_features(self.target_embedding(token), state, memory, training=training)
+
+    def _embedded_features(self, embedded, state, memory, training=None):
+        """One step from ``E y_{t-1}``: ``([h_t; E y_{t-1}; z_t], state, alpha_t [B, L])``."""
+        (h, c), extra = state[:2], state[2:]
+        position = {"position_offset": extra[0]} if self.positional_attention else {}
+        if self.feeds_weights_back:
+            position["previous_weights"] = extra[-1]
+        context, weights = alignment.attend_step(self.attention, h, memory, training=training, **position)
+        z = self.gate(h) * context  # beta_t sum_i alpha_ti a_i
+        output, (h, c) = self.decoder_cell(ops.concatenate([embedded, z], axis=-1), [h, c], training=training)
+        new_state = (h, c)
+        if self.positional_attention:
+            new_state += (extra[0] + 1,)
+        if self.feeds_weights_back:
+            new_state += (ops.cast(weights, extra[-1].dtype),)
+        return ops.concatenate([output, embedded, z], axis=-1), new_state, weights
+
+    def output_logits(self, features, training=None):
+        """``L_o(E y_{t-1} + L_h h_t + L_z z_t)`` of ``features = [h_t; E y_{t-1}; z_t]`` (eq. 7)."""
+        h = features[..., :self.hidden_size]
+        embedded = features[..., self.hidden_size:self.hidden_size + self.embed_dim]
+        z = features[..., self.hidden_size + self.embed_dim:]
+        deep = embedded + self.l_h(h) + self.l_z(z)
+        return self.output_projection(self.output_dropout(deep, training=training))
+
+    def teacher_forced_features(self, source, target_in, training=None):
+        """``(features [B, T, F], attention [B, T, L])``: the step over the embedded target, scanned."""
+        self.ensure_built()
+        memory = self.encode(source, training=training)
+        state = self.initial_state(memory)
+        embedded = ops.swapaxes(self.target_embedding(target_in), 0, 1)  # [T, B, E]
+        batch, cells = ops.shape(memory["memory"])[0], ops.shape(memory["memory"])[1]
+        dtype = self.compute_dtype
+        init = (state, ops.zeros((batch, self.feature_size), dtype), ops.zeros((batch, cells), "float32"))
+
+        def step(carry, e):
+            features, new_state, weights = self._embedded_features(e, carry[0], memory, training=training)
+            new_carry = (new_state, ops.cast(features, dtype), ops.cast(weights, "float32"))
+            return new_carry, new_carry
+
+        unroll = 32 if keras.backend.backend() == "tensorflow" else 1
+        _, (_, features, attention) = ops.scan(step, init, embedded, unroll=unroll)
+        return ops.transpose(features, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
+
+    def doubly_stochastic_penalty(self, attention, target_in):
+        """``lambda * mean_b sum_i (1 - sum_t alpha_ti)^2`` over the real steps (``target_in`` not 0)."""
+        steps = ops.cast(ops.not_equal(target_in, 0), attention.dtype)  # [B, T]
+        totals = ops.sum(attention * ops.expand_dims(steps, -1), axis=1)  # sum_t alpha_ti: [B, L]
+        return ops.cast(self.attention_penalty, attention.dtype) * ops.mean(ops.sum(ops.square(1.0 - totals), -1))
+
+    def call(self, inputs, training=None, return_features=False):
+        """Teacher-forced logits ``[B, T, V]`` (or features ``[B, T, F]``); adds the penalty as a loss."""
+        source, target_in = inputs
+        features, attention = self.teacher_forced_features(source, target_in, training=training)
+        if self.attention_penalty > 0:
+            self.add_loss(self.doubly_stochastic_penalty(attention, target_in))
+        if return_features:
+            return features
+        return self.output_logits(features, training=training)
+
+    def attention_grids(self, images, target_in):
+        """Teacher-forced attention ``[B, T, h, w]``."""
+        _, attention = self.teacher_forced_features(images, target_in, training=False)
+        h, w = self.grid_shape(*images.shape[1:3])
+        return ops.reshape(attention, (ops.shape(attention)[0], ops.shape(attention)[1], h, w))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "target_vocab_size": self.target_vocab_size, "embed_dim": self.embed_dim,
+            "hidden_size": self.hidden_size, "conv_layers": self.conv_layers, "filters": self.filters, "attention": self.attention_name,
+            "attention_options": self.attention_options, "attention_penalty": self.attention_penalty,
+            "dropout": self.dropout,
+        })
+        return config
+
+
+@register_model("show_attend_tell", task="image")
+def show_attend_tell(target_vocab_size, **kwargs):
+    return ShowAttendTell(target_vocab_size, name="show_attend_tell", **kwargs)
