@@ -206,6 +206,13 @@ def test_differential_attention_is_ye_et_al_by_hand():
     np.testing.assert_allclose(to_numpy(out), expected_out, atol=1e-5)
 
 
+def test_differential_attention_with_odd_halves_rotates_whole_heads_and_decodes_as_it_computes():
+    layer = built("differential", num_heads=4, key_dim=2)  # d = 1: no pair within a half (debug=smoke's size)
+    rope = zoo.attention.create("rotary")
+    full = to_numpy(layer(X, X, use_causal_mask=True, rotary=rope))
+    np.testing.assert_allclose(decode_step_by_step(layer, X, rope), full, atol=1e-5)
+
+
 # -- linformer -------------------------------------------------------------------------------------------
 def test_linformer_projects_keys_and_values_along_the_sequence_with_the_first_columns():
     layer = built("linformer", num_heads=2, key_dim=4, projected_length=3, max_length=10)

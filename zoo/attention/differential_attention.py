@@ -36,8 +36,9 @@ class DifferentialAttention(MultiHeadAttention):
     ``A_1 - lambda A_2`` ``[B, H, Tq, Tv]`` (rows sum to ``1 - lambda``; entries may be negative),
     before dropout; masked keys are 0 in both maps. Dropout (``dropout``) is applied to that map.
     Rotary positions rotate each half on its own (the paper's code treats the ``2h`` halves as heads
-    of size ``d``, so ``d`` must be even with rotary); a score bias (``t5``, ``alibi``) is added to both
-    maps' scores. Cache, masks and shared key-value heads are ``multi_head``'s: the cache holds keys
+    of size ``d``); an odd ``d`` has no feature pairs, so then the whole head of ``2d`` is rotated, and
+    the middle pair spans both halves (each half's scores then depend on more than the distance); a
+    score bias (``t5``, ``alibi``) is added to both maps' scores. Cache, masks and shared key-value heads are ``multi_head``'s: the cache holds keys
     (both halves) and values ``[B, H_kv, L, d_k]``. No sliding window, no bias with a value term.
 
     Shapes: ``B`` batch, ``Tq``/``Tv`` query/source steps, ``H`` heads, ``d_k = 2d`` per-head
@@ -111,7 +112,10 @@ class DifferentialAttention(MultiHeadAttention):
         return x[..., :half], x[..., half:]
 
     def rotate(self, rotary, x, start):
-        """Rotary positions on each half of ``x [B, H, T, 2d]`` on its own."""
+        """Rotary positions on each half of ``x [B, H, T, 2d]`` on its own (the paper's code); with an odd
+        ``d``, which has no pairs to rotate (``debug=smoke``'s 2-feature heads), on the whole head."""
+        if (self.head_key_dim // 2) % 2:
+            return rotary(x, start_index=start, sequence_axis=2)
         return ops.concatenate([rotary(h, start_index=start, sequence_axis=2) for h in self.halves(x)], axis=-1)
 
     def lambda_value(self):
