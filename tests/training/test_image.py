@@ -2,13 +2,14 @@
 lifecycle, exact match, digit error rate and alignment against the gold boxes in MLflow."""
 
 import csv
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import compose, empty_store
+from conftest import compose, empty_store, run_python
 
 SMOKE = ["model=show_attend_tell", "data=digit_strings", "debug=smoke", "model.hidden_size=16",
          "model.filters=4"]
@@ -76,4 +77,31 @@ def test_show_attend_tell_trains_through_the_lifecycle_and_logs_digit_and_alignm
     rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
     assert len(rows) == 16
     assert sum(int(r["correct"]) for r in rows) / 16 == pytest.approx(metrics["test_exact_match"])
-    assert (art / "model" / "model.keras").exists() and (art / "model" / "config.yaml").exists()
+    saved = art / "saved_model"
+    assert (saved / "assets.extra" / "model.keras").exists() and (saved / "assets.extra" / "config.yaml").exists()
+
+    # The SavedModel reads the test images in a fresh process with only TensorFlow, as the run scored them.
+    from zoo.data import load_task
+
+    task = load_task(compose(SMOKE).data)
+    np.save(tmp_path / "images.npy", task.splits["test"].images)
+    done = run_python(["-I", "-c", FRESH_PROCESS, str(saved), str(tmp_path / "images.npy")])
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["text"] == [r["hypothesis"] for r in rows]
+    grid = (task.height // 8, task.width // 8)
+    assert out["attention"][0] == 16 and out["attention"][2:] == list(grid)
+    assert np.allclose(out["sums"], 1.0, atol=1e-4) and "read" in out["signatures"]
+
+
+FRESH_PROCESS = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+m = tf.saved_model.load(sys.argv[1])
+out = m.read(tf.constant(np.load(sys.argv[2])))
+attention, ids = out["attention"].numpy(), out["ids"].numpy()
+sums = [float(attention[b, t].sum()) for b in range(len(ids)) for t in range(ids.shape[1]) if ids[b, t] != 0]
+print(json.dumps({"text": [t.decode() for t in out["text"].numpy()], "attention": list(attention.shape),
+                  "sums": sums, "signatures": sorted(m.signatures)}))
+"""

@@ -11,8 +11,9 @@ grid ``model.grid_shape(H, W)``), ``test_alignment_accuracy`` and ``test_alignme
 predictions go to ``predictions.csv``. The loop is ``zoo.training.fit.fit`` unchanged (the per-token
 loss of teacher forcing, plus ``model.losses``: the doubly stochastic penalty).
 
-The export is the trained model as a ``.keras`` file with the run's config (``model/``); a SavedModel
-that reads images is not written yet.
+The export is a SavedModel whose ``read(images uint8 [B, H, W])`` returns the text and the attention
+``[B, T_out, h, w]`` (``zoo.export.image_reader``), the ``.keras`` model and the run's config in its
+``assets.extra``; no MLflow pyfunc model is logged for it yet.
 """
 
 from __future__ import annotations
@@ -186,15 +187,16 @@ class ImageKind(TaskKind):
         return metrics
 
     def export(self, data, model, config_yaml: str, workdir: str) -> Dict[str, str]:
-        """``model/``: ``model.keras`` and ``config.yaml`` (no SavedModel yet)."""
+        """``saved_model/``: ``read(images uint8 [B, H, W])`` -> text, ids, attention ``[B, T_out, h, w]``
+        (``zoo.export.image_reader``), with ``assets.extra/model.keras`` and ``config.yaml``."""
+        from zoo.export.image_reader import ImageReader
+
         if not all(np.all(np.isfinite(w)) for w in model.get_weights()):
             raise ValueError("The model's weights hold NaN or infinite values; it is not exported.")
-        directory = os.path.join(workdir, "model")
-        os.makedirs(directory, exist_ok=True)
-        model.save(os.path.join(directory, "model.keras"))
-        with open(os.path.join(directory, "config.yaml"), "w") as f:
-            f.write(config_yaml)
-        return {"model": directory}
+        saved_dir = os.path.join(workdir, "saved_model")
+        ImageReader(model, data.task).save(saved_dir, config_yaml=config_yaml)
+        model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))
+        return {"saved_model": saved_dir}
 
     def summary(self, data, metrics: Dict[str, float], epochs: int, train_seconds: float) -> str:
         return (f"test_exact_match = {metrics['test_exact_match']:.4f}   digit error rate = "
