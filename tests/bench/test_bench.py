@@ -47,8 +47,8 @@ def test_the_beam_floor_decodes_every_sentence_four_times_over_one_encoding(name
     times, from one encoding of it."""
     import numpy as np
     import tensorflow as tf
-    from test_decoding import make
-    from test_models import SOURCE
+    from decoding.test_decoding import make
+    from models.test_models import SOURCE
 
     from zoo.bench.measure import _EncodedOnce
     from zoo.decoding import greedy_decode

@@ -6,7 +6,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
+from models.test_models import SOURCE, SRC_VOCAB, TGT_VOCAB, TINY  # noqa: E402
 
 import zoo.models  # noqa: E402
 from zoo.decoding import beam_search, decode, greedy_decode, greedy_decode_with_scores, sample_decode  # noqa: E402

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_models import SOURCE, TINY
+from models.test_models import SOURCE, TINY
 
 import zoo.models
 from zoo import kernels

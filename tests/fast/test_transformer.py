@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
-from test_models import SOURCE, TARGET_IN, TINY
+from models.test_models import SOURCE, TARGET_IN, TINY
 
 import zoo.attention
 import zoo.models
