@@ -148,3 +148,9 @@ def test_train_smoke_runs_finish_with_the_options(tmp_path):
                                 f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false",
                                 "tracking.attention_plots=0", "tracking.predictions=0"]))
         assert result["run_id"], options
+    import mlflow
+
+    # The decoder's cache, logged with the run: N = 2 layers x (keys, values) x H_kv = 1 x W = 4 slots x
+    # d_k = 8 / 4 x 4 bytes, whatever the target length (without the window: 4 x L slots of 4 heads).
+    metrics = mlflow.MlflowClient(uri).get_run(result["run_id"]).data.metrics
+    assert metrics["decoding_cache_bytes"] == 2 * 2 * 1 * 4 * 2 * 4

@@ -110,6 +110,10 @@ def open_run(cfg, task, model, uri: str, checkpoint_root: str, resume_run=None,
                                                            ("zoo.data_attribution", task.attribution)) if v})
             mlflow.log_params({f"stats.{k}": v for k, v in task.stats().items()})
             mlflow.log_metric("num_params", model.count_params())
+            if hasattr(model, "decoding_cache_bytes") and getattr(task, "max_target_length", None):
+                # the decoder's self-attention cache of one sentence at the longest target: what shared
+                # key-value heads (model.num_kv_heads) and windows (model.attention_window) shrink
+                mlflow.log_metric("decoding_cache_bytes", model.decoding_cache_bytes(task.max_target_length))
             log_datasets(cfg, task)
             set_description(f"Training. Command: `{command()}`")
         else:
