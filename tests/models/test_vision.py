@@ -109,3 +109,16 @@ def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
     loaded = keras.models.load_model(tmp_path / "sat.keras")
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded((IMAGES, TARGET_IN))), before)
     assert loaded.get_config()["attention_penalty"] == 0.5 and loaded.grid_shape(16, 24) == (4, 6)
+
+
+def test_beam_search_of_size_one_is_greedy_and_wider_beams_attend_over_the_grid():
+    from zoo.decoding.beam_search import beam_search
+
+    model = make()
+    greedy_ids, greedy_weights, _ = greedy_decode(model, IMAGES, max_length=5)
+    best = beam_search(model, IMAGES, max_length=5, beam_size=1)
+    steps = greedy_ids.shape[1]
+    np.testing.assert_array_equal(best["ids"].numpy()[:, :steps], greedy_ids.numpy())
+    np.testing.assert_allclose(best["attention"].numpy()[:, :steps], greedy_weights.numpy(), atol=1e-5)
+    best = beam_search(model, IMAGES, max_length=5, beam_size=3, beta=0.2)
+    assert best["attention"].shape[0] == 3 and best["attention"].shape[-1] == 24

@@ -83,8 +83,7 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbe
     source = tf.cast(source, tf.int32)
     # Static sizes where the source has them: a traced batch of one must not turn into an unknown
     # size that broadcasts against the loop's [1, ...] tensors (tf.while_loop refuses the change).
-    batch, src_len = [size if size is not None else tf.shape(source)[axis]
-                      for axis, size in enumerate(source.shape.as_list())]
+    batch = source.shape[0] if source.shape[0] is not None else tf.shape(source)[0]
     k = int(beam_size)
     if k < 1:
         raise ValueError(f"decoding.beam_size must be >= 1. Received: beam_size={beam_size}")
@@ -103,7 +102,11 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbe
     # group hypotheses) each sentence once, its K rows attending as its K queries.
     memory = model.hypotheses_memory(sentences, k)
     state = repeat(model.initial_state(sentences, max_length=max_length))  # [B*K, ...]
-    source_mask = tf.repeat(tf.not_equal(source, pad_id)[:, None, :], k, axis=1)  # [B, K, Ts]
+    # Ts, the positions attended over: the source's tokens; for a source that is not a row of tokens
+    # (an image model's uint8 [B, H, W]), the memory's positions (its grid cells).
+    attended = tf.not_equal(source, pad_id) if source.shape.rank == 2 else tf.cast(sentences["memory_mask"], tf.bool)
+    src_len = attended.shape[1] if attended.shape[1] is not None else tf.shape(attended)[1]
+    source_mask = tf.repeat(attended[:, None, :], k, axis=1)  # [B, K, Ts]
 
     positions = tf.range(max_length)
     alive_seq = tf.zeros([batch, k, max_length], tf.int32)
