@@ -105,7 +105,8 @@ def read_images(model, task, split: str, batch_size: int):
 
     images = task.splits[split].images
     grid = model.grid_shape(task.height, task.width)
-    decode = tf.function(lambda x: greedy_decode(model, x, task.max_target_length)[:2], reduce_retracing=True)
+    decode = tf.function(lambda x: greedy_decode(model, x, task.max_target_length)[:2], reduce_retracing=True,
+                         autograph=False)
     texts, attention = [], []
     for start in range(0, len(images), batch_size):
         ids, weights = decode(tf.constant(images[start:start + batch_size]))
