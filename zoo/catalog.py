@@ -420,6 +420,7 @@ def check_head(path, language: Optional[str] = None, limit: int = HEAD_BYTES) ->
     if not pairs:
         raise no_pair_error(where, lines, dropped, first, whole)
 
+
 # -- ListOps files (Long Range Arena's TSV) ------------------------------------------------------
 # data=listops reads LRA's files with these functions (zoo.data.listops), and the validator judges a
 # file's first lines with them before TensorFlow starts (check_listops_head).
@@ -512,7 +513,6 @@ def check_listops_head(path, limit: int = HEAD_BYTES) -> None:
         rows = listops_rows(data, file)
         if whole and not rows:
             raise CorpusError(f"{file}, line 2: no 'expression<TAB>value' line after the header.")
-
 
 
 # -- The Free Spoken Digit Dataset's zip (data=spoken_digits): found as a pair file is (data.path, else
