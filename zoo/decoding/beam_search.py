@@ -102,9 +102,8 @@ def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbe
     # group hypotheses) each sentence once, its K rows attending as its K queries.
     memory = model.hypotheses_memory(sentences, k)
     state = repeat(model.initial_state(sentences, max_length=max_length))  # [B*K, ...]
-    # Ts, the positions attended over: the source's tokens; for a source that is not a row of tokens
-    # (an image model's uint8 [B, H, W]), the memory's positions (its grid cells).
-    attended = tf.not_equal(source, pad_id) if source.shape.rank == 2 else tf.cast(sentences["memory_mask"], tf.bool)
+    # Ts: the positions attended over, the memory's (an image model's grid cells, not the source's rows)
+    attended = tf.cast(sentences["memory_mask"], tf.bool)  # [B, Ts]
     src_len = attended.shape[1] if attended.shape[1] is not None else tf.shape(attended)[1]
     source_mask = tf.repeat(attended[:, None, :], k, axis=1)  # [B, K, Ts]
 
