@@ -65,6 +65,24 @@ def test_predictions_csv_names_the_classes(tmp_path):
     assert rows[0]["text"] == task.splits["test"][0][0] and rows[0]["probability"] == "0.1000"
 
 
+def test_classify_data_batches_every_training_example_once_per_epoch_and_counts_one_token_each():
+    """``ClassifyData`` (an ``EncodedData`` of ``zoo.data.classification``): the splits encoded once, an
+    epoch's bucketed batches hold each training label once, the validation batches the validation labels."""
+    from zoo.training.classify import load_classify_data
+
+    data = load_classify_data(compose(["data=listops", "data.train_size=30", "data.val_size=4", "data.test_size=5",
+                                       "data.min_length=5", "data.max_length=30", "trainer.batch_size=8",
+                                       "trainer.bucket_boundaries=[10,20]"]))
+    labels = data.task.splits["train"][1]
+    assert data.bucket_boundaries == [10, 20] and data.tokens_per_epoch == len(labels) == 30
+    epoch = [np.asarray(y)[:, 0] - 1 for _, y in data.train_batches(1)]
+    assert sorted(np.concatenate(epoch).tolist()) == sorted(labels)
+    resumed = [np.asarray(y)[:, 0] - 1 for _, y in data.train_batches(1, skip_steps=2)]
+    assert [y.tolist() for y in epoch[2:]] == [y.tolist() for y in resumed]
+    assert np.concatenate([np.asarray(y)[:, 0] - 1 for _, y in data.val_batches()]).tolist() == \
+        list(data.task.splits["val"][1])
+
+
 FRESH_PROCESS = r"""
 import json, sys
 import tensorflow as tf

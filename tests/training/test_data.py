@@ -65,3 +65,43 @@ def test_padding_for_xla_bounds_the_shapes_and_keeps_every_token():
     for (x, y), (xp, yp) in zip(plain.train_batches(1), padded.train_batches(1)):
         assert int(np.count_nonzero(y)) == int(np.count_nonzero(yp))
         assert int(np.count_nonzero(x[0])) == int(np.count_nonzero(xp[0]))
+
+
+def rows_data(**kwargs):
+    """A toy ``ArrayData``: rows 0..9 (validation 0..3), each holding two target tokens, batched by 3."""
+    import tensorflow as tf
+
+    from zoo.training.data import ArrayData
+
+    class RowsData(ArrayData):
+        def dataset(self, split, shuffle=False, seed=0):
+            rows = tf.data.Dataset.range(10 if split == "train" else 4)
+            return (rows.shuffle(10, seed=seed) if shuffle else rows).batch(self.batch_size)
+
+        def train_rows(self):
+            return 10
+
+        def tokens_per_row(self):
+            return 2.0
+
+    return RowsData(task=None, batch_size=3, seed=7, **kwargs)
+
+
+def batches(ds):
+    return [np.asarray(b).tolist() for b in ds]
+
+
+def test_array_data_epochs_are_seeded_cut_to_steps_and_skip_the_steps_done():
+    """``ArrayData`` (story QA, classification, images): an epoch is every row once, shuffled by seed and
+    epoch alone; ``steps_per_epoch`` repeats or cuts it; ``skip_steps`` drops the steps a resume did."""
+    whole = rows_data(steps_per_epoch=None)
+    first = batches(whole.train_batches(1))
+    assert sorted(sum(first, [])) == list(range(10)) and [len(b) for b in first] == [3, 3, 3, 1]
+    assert batches(whole.train_batches(1)) == first and batches(whole.train_batches(2)) != first
+    assert batches(whole.train_batches(1, skip_steps=3)) == first[3:]
+    assert batches(whole.val_batches()) == [[0, 1, 2], [3]]
+    assert whole.tokens_per_epoch == 2.0 * 10
+    five = rows_data(steps_per_epoch=5)  # past the 4 batches of a pass: the rows again
+    assert len(batches(five.train_batches(1))) == 5 and five.tokens_per_epoch == 2.0 * 10
+    two = rows_data(steps_per_epoch=2)
+    assert batches(two.train_batches(1)) == first[:2] and two.tokens_per_epoch == 2.0 * 6

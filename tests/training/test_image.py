@@ -51,6 +51,21 @@ def test_the_alignment_metrics_read_the_models_grid():
     assert accuracy.score(data.targets, data.targets, attention=elsewhere, regions=list(regions)) == 0.0
 
 
+def test_image_data_counts_the_digits_and_eos_of_the_rows_an_epoch_trains():
+    """``ImageData`` (an ``ArrayData`` of ``zoo.data.digit_strings``): tokens per epoch are the digits and
+    ``<eos>`` of the rows ``steps_per_epoch`` batches hold; the run records the images' sha256."""
+    from zoo.training.image import load_image_data
+
+    data = load_image_data(compose(SMOKE + ["data.train_size=12", "data.val_size=4", "data.test_size=4",
+                                            "trainer.batch_size=4", "trainer.steps_per_epoch=2"]))
+    targets = data.task.splits["train"].targets
+    assert data.tokens_per_epoch == pytest.approx(8 * (sum(len(t) + 1 for t in targets) / len(targets)))
+    assert len(data.task.fingerprint) == 64
+    batches = list(data.train_batches(1))
+    assert len(batches) == 2 and all(np.asarray(x[0]).dtype == np.uint8 for x, _ in batches)
+    assert sum(len(np.asarray(y)) for _, y in data.val_batches()) == 4
+
+
 @pytest.mark.slow
 def test_show_attend_tell_trains_through_the_lifecycle_and_logs_digit_and_alignment_metrics(tmp_path, monkeypatch):
     import mlflow

@@ -58,7 +58,7 @@ def evaluate_classify(cfg, saved_dir: str, data_cfg, log_run_id, uri: str, workd
 
     from zoo.data import load_task
     from zoo.errors import ConfigError
-    from zoo.tracking import mlflow_run, ui_command
+    from zoo.evaluation.logged_run import evaluation_run
 
     decoding = OmegaConf.to_container(cfg.decoding) if OmegaConf.is_config(cfg.decoding) else dict(cfg.decoding or {})
     if cfg.interactive or any(v is not None for v in decoding.values()) or cfg.get("compare_to") is not None:
@@ -70,13 +70,6 @@ def evaluate_classify(cfg, saved_dir: str, data_cfg, log_run_id, uri: str, workd
     print(f"\n{cfg.split} split of {data_cfg.name}: {len(task.splits[cfg.split][0])} examples   "
           f"accuracy = {metrics['accuracy']:.4f}   majority class = {metrics['majority_accuracy']:.4f}")
     if cfg.log:
-        if log_run_id is not None:
-            context = mlflow_run(uri, cfg.tracking.experiment, run_id=log_run_id)
-        else:
-            context = mlflow_run(uri, f"{cfg.tracking.experiment}-evaluation", tags={
-                "zoo.model_source": str(cfg.get("run_id") or cfg.get("saved_model") or cfg.get("model_uri")),
-                "zoo.data": str(data_cfg.name)})
-        with context as run:
+        with evaluation_run(cfg, uri, log_run_id, data_cfg.name):
             log_classifier_outputs(cfg.split, task, metrics, outputs, int(cfg.tracking.predictions), workdir)
-        print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}

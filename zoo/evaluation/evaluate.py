@@ -13,10 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 from zoo import kernels
 from zoo.config import CONF_DIR, ConfigError, data_name, options, quiet_tensorflow
 from zoo.environ import set_onednn, set_threads
+from zoo.evaluation.logged_run import evaluation_run
 from zoo.evaluation.report import log_outputs
 from zoo.evaluation.scoring import score_split
 from zoo.metrics.paired_bootstrap import paired_bootstrap_bleu
-from zoo.tracking import mlflow_run, resolve_tracking_uri, ui_command, use_tracking_uri
+from zoo.tracking import resolve_tracking_uri, use_tracking_uri
 
 SHADES = " .:-=+*#%@"
 
@@ -209,14 +210,8 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
             print(f"BLEU difference vs {cfg.compare_to}: {metrics['bleu_diff']:+.2f} "
                   f"(95% CI {metrics['bleu_diff_ci_low']:+.2f} .. {metrics['bleu_diff_ci_high']:+.2f}, "
                   f"p = {metrics['bleu_diff_p_value']:.3f})")
-        if cfg.log:
-            if log_run_id is not None and not overrides:
-                context = mlflow_run(uri, cfg.tracking.experiment, run_id=log_run_id)
-            else:  # a bare directory, or a decoding other than the run's: a run of its own
-                context = mlflow_run(uri, f"{cfg.tracking.experiment}-evaluation", tags={
-                    "zoo.model_source": str(cfg.get("run_id") or cfg.get("saved_model") or cfg.get("model_uri")),
-                    "zoo.data": str(data_cfg.name)})
-            with context as run:
+        if cfg.log:  # a decoding other than the run's: a run of its own
+            with evaluation_run(cfg, uri, None if overrides else log_run_id, data_cfg.name):
                 if overrides:
                     mlflow.set_tags({f"zoo.eval.decoding.{k}": str(v) for k, v in overrides.items()})
                 if cfg.get("compare_to") is not None:
@@ -224,5 +219,4 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
                 log_outputs(cfg.split, sources, references, metrics, signatures, outputs,
                             int(cfg.tracking.attention_plots), int(cfg.tracking.predictions), workdir,
                             attribution=task.attribution, target_tokenizer=task.target_tokenizer)
-            print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}

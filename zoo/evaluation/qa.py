@@ -115,7 +115,7 @@ def evaluate_qa(cfg, saved_dir: str, model_config, data_cfg, log_run_id, uri: st
 
     from zoo.config import ConfigError
     from zoo.data import load_task
-    from zoo.tracking import mlflow_run, ui_command
+    from zoo.evaluation.logged_run import evaluation_run
 
     if cfg.interactive:
         raise ConfigError("interactive=true reads sentences to translate; a story-QA model takes a story and a "
@@ -131,17 +131,10 @@ def evaluate_qa(cfg, saved_dir: str, model_config, data_cfg, log_run_id, uri: st
     print(f"\n{cfg.split} split of {data_cfg.name}: {len(examples)} questions")
     print(format_table({f"{cfg.split}_{k}": v for k, v in metrics.items()}, task.kinds, prefix=f"{cfg.split}_"))
     if cfg.log:
-        if log_run_id is not None:
-            context = mlflow_run(uri, cfg.tracking.experiment, run_id=log_run_id)
-        else:
-            context = mlflow_run(uri, f"{cfg.tracking.experiment}-evaluation", tags={
-                "zoo.model_source": str(cfg.get("run_id") or cfg.get("saved_model") or cfg.get("model_uri")),
-                "zoo.data": str(data_cfg.name)})
-        with context as run:
+        with evaluation_run(cfg, uri, log_run_id, data_cfg.name):
             word_attention = bool(np.any([np.any(w) for w in outputs["word_attention"][:10]]))
             log_qa_outputs(cfg.split, examples, metrics, outputs, int(cfg.tracking.attention_plots),
                            int(cfg.tracking.predictions), workdir, word_attention)
-        print(f"Logged to MLflow run {run.info.run_id}. Open the MLflow UI: {ui_command(uri)}")
     return {f"{cfg.split}_{k}": v for k, v in metrics.items()}
 
 

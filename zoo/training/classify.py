@@ -11,69 +11,37 @@ probabilities out). The loop is ``zoo.training.fit.fit`` unchanged: a classifier
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from zoo.config import model_kwargs
 from zoo.errors import ConfigError
-from zoo.training.data import epoch_seed
+from zoo.training.data import EncodedData
 from zoo.training.lifecycle import TaskKind
-from zoo.training.model import create_model, make_optimizer
+from zoo.training.model import create_model
 
 DATA_SIZES = ("vocab_size", "num_classes")  # from the data, never from a config
 
 
-@dataclasses.dataclass
-class ClassifyData:
-    """What ``fit`` asks of its data: epoch batches, validation batches, steps and examples per epoch."""
+class ClassifyData(EncodedData):
+    """``EncodedData`` of ``zoo.data.classification``: ``(ids [B, T], class + 1 [B, 1])`` batches,
+    bucketed by length; one label per example."""
 
-    task: object
-    batch_size: int
-    seed: int
-    steps_per_epoch: Optional[int]
-    bucket_boundaries: object
-    train_arrays: tuple
-    val_arrays: tuple
+    @staticmethod
+    def module():
+        import zoo.data.classification
 
-    @property
-    def tokens_per_epoch(self) -> float:  # one label per example
-        rows = len(self.train_arrays[1])
-        return float(min(rows, self.steps_per_epoch * self.batch_size) if self.steps_per_epoch else rows)
+        return zoo.data.classification
 
-    def train_batches(self, epoch: int, skip_steps: int = 0):
-        from zoo.data.classification import make_dataset
-
-        boundaries = self.bucket_boundaries if isinstance(self.bucket_boundaries, (list, tuple)) or \
-            OmegaConf.is_list(self.bucket_boundaries) else None
-        ds = make_dataset(self.task, "train", self.batch_size, shuffle=True, seed=epoch_seed(self.seed, epoch),
-                          bucket_boundaries=boundaries, encoded=self.train_arrays)
-        if self.steps_per_epoch:
-            ds = ds.repeat().take(self.steps_per_epoch)
-        if skip_steps:
-            ds = ds.skip(skip_steps)
-        return ds
-
-    def val_batches(self):
-        from zoo.data.classification import make_dataset
-
-        return make_dataset(self.task, "val", self.batch_size, encoded=self.val_arrays)
+    def train_rows(self) -> int:
+        return len(self.encoded["train"][1])
 
 
 def load_classify_data(cfg) -> ClassifyData:
-    from zoo.data import load_task
-    from zoo.data.classification import arrays
-
-    task = load_task(cfg.data)
-    t = cfg.trainer
-    return ClassifyData(task=task, batch_size=int(t.batch_size), seed=int(cfg.seed),
-                        steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None,
-                        bucket_boundaries=t.bucket_boundaries, train_arrays=arrays(task, "train"),
-                        val_arrays=arrays(task, "val"))
+    return ClassifyData.from_config(cfg)
 
 
 def build_classifier(cfg, task):
@@ -97,33 +65,20 @@ class ClassifyKind(TaskKind):
     """Text classification for the run lifecycle (``zoo.training.lifecycle.run``): ``ClassifyData``, a
     classifier with the data's sizes, accuracy per epoch and at the end, the ``Classifier`` export."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self._classifier = (None, None)  # (model, its exported module): traced once, for scoring and export
-
     def classifier(self, data, model):
-        if self._classifier[0] is not model:
-            from zoo.export.classifier import Classifier
+        from zoo.export.classifier import Classifier
 
-            self._classifier = (model, Classifier(model, data.task))
-        return self._classifier[1]
+        return self.module_of(model, lambda: Classifier(model, data.task))
 
     def check_runtime(self, runtime) -> None:
         """One replica in float32: the batches are not sharded over replicas, and the export is float32."""
-        if runtime.replicas > 1 or runtime.precision != "float32":
-            raise ConfigError("classification models train with trainer.strategy=default and trainer.precision="
-                              f"float32 (got strategy={self.cfg.trainer.strategy}, "
-                              f"precision={self.cfg.trainer.precision}).")
+        self.one_replica_float32(runtime, "classification models")
 
     def build_data(self, runtime) -> ClassifyData:
         return load_classify_data(self.cfg)
 
-    def build_model(self, data, runtime):
-        with runtime.strategy.scope():
-            model = build_classifier(self.cfg, data.task)
-            optimizer = make_optimizer(self.cfg.optimizer, clipnorm=self.cfg.trainer.clipnorm)
-            optimizer.build(model.trainable_variables)
-        return model, optimizer
+    def new_model(self, data):
+        return build_classifier(self.cfg, data.task)
 
     def metric(self, data) -> str:
         return "accuracy"

@@ -1,14 +1,16 @@
 """Stage ``data``: the task and its pipelines, in the shape the training loop consumes them.
 
-The one module of the engine that calls ``zoo.data``. The order of an epoch's batches is a
-pure function of ``(seed, epoch)``: a resumed epoch sees the batches the interrupted one saw.
+The one module of the engine that calls ``zoo.data`` for translation (``TrainData``); the other
+task kinds hand ``fit`` an ``ArrayData`` (their splits held in memory as arrays, batched by their data
+module). The order of an epoch's batches is a pure function of ``(seed, epoch)``: a resumed epoch sees
+the batches the interrupted one saw.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from zoo.errors import ConfigError
 
@@ -16,6 +18,93 @@ from zoo.errors import ConfigError
 def epoch_seed(seed: int, epoch: int) -> int:
     """The shuffle seed of ``epoch`` (1-based); epoch 1 shuffles with the run's own seed."""
     return int(seed) + 1000 * (int(epoch) - 1)
+
+
+def limit_epoch(ds, steps_per_epoch: Optional[int], skip_steps: int = 0):
+    """``ds`` cut (or repeated) to ``steps_per_epoch`` batches when set, its first ``skip_steps`` dropped
+    (a resumed epoch)."""
+    if steps_per_epoch:
+        ds = ds.repeat().take(steps_per_epoch)
+    if skip_steps:
+        ds = ds.skip(skip_steps)
+    return ds
+
+
+@dataclasses.dataclass
+class ArrayData:
+    """What ``fit`` asks of a task held in memory as arrays (story QA, classification, images): epoch
+    batches, validation batches, steps and target tokens per epoch, on one replica.
+
+    A subclass says how its data module batches a split (``dataset``) and how many target tokens a
+    training row holds (``train_rows``, ``tokens_per_row``); ``from_config`` loads the task of
+    ``cfg.data`` and the trainer's batching.
+    """
+
+    task: object
+    batch_size: int
+    seed: int
+    steps_per_epoch: Optional[int]
+
+    @classmethod
+    def from_config(cls, cfg, **fields) -> "ArrayData":
+        from zoo.data import load_task
+
+        t = cfg.trainer
+        return cls(task=load_task(cfg.data), batch_size=int(t.batch_size), seed=int(cfg.seed),
+                   steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None, **fields)
+
+    def dataset(self, split: str, shuffle: bool = False, seed: int = 0):
+        """The batches of ``split`` (``shuffle`` with ``seed``: an epoch of the training split)."""
+        raise NotImplementedError
+
+    def train_rows(self) -> int:
+        raise NotImplementedError
+
+    def tokens_per_row(self) -> float:
+        return 1.0  # one answer or label per example
+
+    @property
+    def tokens_per_epoch(self) -> float:
+        rows = self.train_rows()
+        return self.tokens_per_row() * (min(rows, self.steps_per_epoch * self.batch_size)
+                                        if self.steps_per_epoch else rows)
+
+    def train_batches(self, epoch: int, skip_steps: int = 0):
+        return limit_epoch(self.dataset("train", shuffle=True, seed=epoch_seed(self.seed, epoch)),
+                           self.steps_per_epoch, skip_steps)
+
+    def val_batches(self):
+        return self.dataset("val")
+
+
+@dataclasses.dataclass
+class EncodedData(ArrayData):
+    """``ArrayData`` whose training and validation splits are encoded once (``encoded[split]``, the data
+    module's ``arrays(task, split)``) and whose training batches are bucketed (``trainer.bucket_boundaries``:
+    a list, else the task's own). A subclass names its data module (``module``)."""
+
+    bucket_boundaries: object = None
+    encoded: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def module():
+        """The data module: ``arrays(task, split)`` and ``make_dataset(task, split, batch_size, ...)``."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, cfg, **fields) -> "EncodedData":
+        from omegaconf import OmegaConf
+
+        data = super().from_config(cfg, **fields)
+        bounds = cfg.trainer.bucket_boundaries
+        data.bucket_boundaries = bounds if isinstance(bounds, (list, tuple)) or OmegaConf.is_list(bounds) else None
+        data.encoded = {split: cls.module().arrays(data.task, split) for split in ("train", "val")}
+        return data
+
+    def dataset(self, split: str, shuffle: bool = False, seed: int = 0):
+        return self.module().make_dataset(self.task, split, self.batch_size, shuffle=shuffle, seed=seed,
+                                          bucket_boundaries=self.bucket_boundaries if shuffle else None,
+                                          encoded=self.encoded[split])
 
 
 @dataclasses.dataclass
@@ -53,10 +142,7 @@ class TrainData:
             ds = ds.map(self._pad_batch)
         if self.replicas > 1:
             ds = ds.filter(lambda x, y: tf.shape(y)[0] == self.batch_size)
-        if self.steps_per_epoch:
-            ds = ds.repeat().take(self.steps_per_epoch)
-        if skip_steps:
-            ds = ds.skip(skip_steps)
+        ds = limit_epoch(ds, self.steps_per_epoch, skip_steps)
         if self.replicas > 1:
             ds = ds.rebatch(self.replica_batch_size)
         return ds

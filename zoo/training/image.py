@@ -19,10 +19,9 @@ The export is a SavedModel whose ``read(images uint8 [B, H, W])`` returns the te
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
@@ -32,58 +31,40 @@ from zoo.errors import ConfigError
 from zoo.metrics.alignment import boxes_to_grid
 from zoo.tokens import EOS_ID, SPECIALS
 from zoo.training import log
-from zoo.training.data import epoch_seed
+from zoo.training.data import ArrayData
 from zoo.training.lifecycle import TaskKind
-from zoo.training.model import create_model, make_optimizer
+from zoo.training.model import create_model
 
 TEST_METRICS = ("exact_match", "digit_error_rate", "alignment_accuracy", "alignment_mass")
 
 
-@dataclasses.dataclass
-class ImageData:
-    """What ``fit`` asks of its data: epoch batches, validation batches, steps and tokens per epoch."""
+class ImageData(ArrayData):
+    """``ArrayData`` of ``zoo.data.digit_strings``: ``((images, target_in), target_out)`` batches; the
+    target tokens of a row are its digits and ``<eos>``."""
 
-    task: object
-    batch_size: int
-    seed: int
-    steps_per_epoch: Optional[int]
+    def dataset(self, split: str, shuffle: bool = False, seed: int = 0):
+        from zoo.data.digit_strings import make_dataset
 
-    @property
-    def tokens_per_epoch(self) -> float:  # target tokens (digits + <eos>) per epoch
+        return make_dataset(self.task, split, self.batch_size, shuffle=shuffle, seed=seed)
+
+    def train_rows(self) -> int:
+        return len(self.task.splits["train"].targets)
+
+    def tokens_per_row(self) -> float:
         ids = self.task.target_ids("train")[:, 1:]
-        per_row = float(np.count_nonzero(ids)) / max(len(ids), 1)
-        rows = min(len(ids), self.steps_per_epoch * self.batch_size) if self.steps_per_epoch else len(ids)
-        return per_row * rows
-
-    def train_batches(self, epoch: int, skip_steps: int = 0):
-        from zoo.data.digit_strings import make_dataset
-
-        ds = make_dataset(self.task, "train", self.batch_size, shuffle=True, seed=epoch_seed(self.seed, epoch))
-        if self.steps_per_epoch:
-            ds = ds.repeat().take(self.steps_per_epoch)
-        if skip_steps:
-            ds = ds.skip(skip_steps)
-        return ds
-
-    def val_batches(self):
-        from zoo.data.digit_strings import make_dataset
-
-        return make_dataset(self.task, "val", self.batch_size)
+        return float(np.count_nonzero(ids)) / max(len(ids), 1)
 
 
 def load_image_data(cfg) -> ImageData:
-    from zoo.data import load_task
-
-    task = load_task(cfg.data)
+    data = ImageData.from_config(cfg)
+    task = data.task
     if getattr(task, "fingerprint", None) is None:  # what the run records as the data's sha256
         digest = hashlib.sha256()
         for split in sorted(task.splits):
             digest.update(np.ascontiguousarray(task.splits[split].images).tobytes())
             digest.update("\n".join(task.splits[split].targets).encode())
         task.fingerprint = digest.hexdigest()
-    t = cfg.trainer
-    return ImageData(task=task, batch_size=int(t.batch_size), seed=int(cfg.seed),
-                     steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None)
+    return data
 
 
 def ids_to_text(ids, vocabulary) -> str:
@@ -149,9 +130,7 @@ class ImageKind(TaskKind):
 
     def check_runtime(self, runtime) -> None:
         """One replica in float32: the batches are not sharded over replicas, and decoding is float32."""
-        if runtime.replicas > 1 or runtime.precision != "float32":
-            raise ConfigError("image models train with trainer.strategy=default and trainer.precision=float32 "
-                              f"(got strategy={self.cfg.trainer.strategy}, precision={self.cfg.trainer.precision}).")
+        self.one_replica_float32(runtime, "image models")
         if self.cfg.trainer.jit_compile:
             raise ConfigError("image models train without XLA: use trainer.jit_compile=false (their decoder's "
                               "teacher forcing is a scan, which XLA cannot differentiate).")
@@ -159,12 +138,8 @@ class ImageKind(TaskKind):
     def build_data(self, runtime) -> ImageData:
         return load_image_data(self.cfg)
 
-    def build_model(self, data, runtime):
-        with runtime.strategy.scope():
-            model = build_image_model(self.cfg, data.task)
-            optimizer = make_optimizer(self.cfg.optimizer, clipnorm=self.cfg.trainer.clipnorm)
-            optimizer.build(model.trainable_variables)
-        return model, optimizer
+    def new_model(self, data):
+        return build_image_model(self.cfg, data.task)
 
     def metric(self, data) -> str:
         return "exact_match"

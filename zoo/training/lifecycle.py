@@ -26,7 +26,7 @@ from zoo.config import redacted
 from zoo.tracking import tracking_credentials
 from zoo.training import log, resume
 from zoo.training.fit import FitResult, LoopState, fit
-from zoo.training.model import weights_digest
+from zoo.training.model import make_optimizer, weights_digest
 from zoo.training.runtime import Runtime, reset_policy, setup
 from zoo.training.signals import Interrupted, StopRequest, handle_signals
 from zoo.training.timing import input_seconds_per_batch
@@ -39,23 +39,51 @@ class TaskKind:
 
     A kind that trains with the shared loop (``zoo.training.fit``) implements ``build_data`` (an
     object with ``task``, ``train_batches(epoch, skip)``, ``val_batches()``, ``steps_per_epoch``,
-    ``tokens_per_epoch``), ``build_model`` (model and optimizer under ``runtime.strategy``, built, so a
-    checkpoint can be restored into them), ``metric``, ``validation``, ``score``, ``export`` and
-    ``summary``; a kind trained otherwise overrides ``fit`` too (kernel regression: Keras ``fit``).
+    ``tokens_per_epoch``: ``zoo.training.data.ArrayData`` for a task held in arrays), ``new_model`` (the
+    model with the data's sizes, built; ``build_model`` makes it and the optimizer under
+    ``runtime.strategy``, built, so a checkpoint can be restored into them, and a kind with its own
+    optimizer overrides it), ``metric``, ``validation``, ``score``, ``export`` and ``summary``; a kind
+    trained otherwise overrides ``fit`` too (kernel regression: Keras ``fit``).
     ``data.task`` is what the run records: ``stats()``, ``split_texts()``, ``fingerprint``, ``attribution``.
     """
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
+        self._module = (None, None)  # (model, its exported module): traced once, for scoring and export
+
+    def module_of(self, model, make: Callable[[], object]):
+        """The exported module of ``model`` (``make()``: a reader, a classifier), made once per model, so
+        validation, scoring and the export share one traced copy."""
+        if self._module[0] is not model:
+            self._module = (model, make())
+        return self._module[1]
 
     def check_runtime(self, runtime: Runtime) -> None:
         """Refuses (ConfigError) a machine set-up the kind cannot train on; the config itself is valid."""
+
+    def one_replica_float32(self, runtime: Runtime, models: str) -> None:
+        """Refuses (ConfigError) several replicas or a mixed precision for ``models`` (``"image models"``): a
+        kind whose batches are not sharded over replicas and which decodes and exports in float32."""
+        if runtime.replicas > 1 or runtime.precision != "float32":
+            from zoo.errors import ConfigError
+
+            raise ConfigError(f"{models} train with trainer.strategy=default and trainer.precision=float32 "
+                              f"(got strategy={self.cfg.trainer.strategy}, precision={self.cfg.trainer.precision}).")
 
     def build_data(self, runtime: Runtime):
         raise NotImplementedError
 
     def build_model(self, data, runtime: Runtime) -> Tuple[object, object]:
-        """``(model, optimizer)``; the optimizer may be None for a kind that compiles its own."""
+        """``(model, optimizer)``, built under ``runtime.strategy``: ``new_model(data)`` and the configured
+        optimizer; a kind that compiles its own returns None for the optimizer."""
+        with runtime.strategy.scope():
+            model = self.new_model(data)
+            optimizer = make_optimizer(self.cfg.optimizer, clipnorm=self.cfg.trainer.clipnorm)
+            optimizer.build(model.trainable_variables)
+        return model, optimizer
+
+    def new_model(self, data):
+        """The kind's model with the data's sizes, built (``build_model`` puts it under the strategy)."""
         raise NotImplementedError
 
     def metric(self, data) -> str:

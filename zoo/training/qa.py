@@ -12,67 +12,34 @@ per-token loss against ``answer [B, 1]`` is the answer's cross-entropy, and ``mo
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
-from typing import Dict, Optional
-
-from omegaconf import OmegaConf
+from typing import Dict
 
 from zoo.config import model_kwargs
-from zoo.training.data import epoch_seed
+from zoo.training.data import EncodedData
 from zoo.training.lifecycle import TaskKind
-from zoo.training.model import create_model, make_optimizer
+from zoo.training.model import create_model
 
 DATA_SIZES = ("vocab_size", "memory_size")  # from the data, never from a config
 
 
-@dataclasses.dataclass
-class QAData:
-    """What ``fit`` asks of its data: epoch batches, validation batches, steps and examples per epoch."""
+class QAData(EncodedData):
+    """``EncodedData`` of ``zoo.data.story_qa``: ``((story, question), answer [B, 1])`` batches, bucketed
+    by the number of sentences; one answer token per question."""
 
-    task: object
-    batch_size: int
-    seed: int
-    steps_per_epoch: Optional[int]
-    bucket_boundaries: object
-    train_arrays: dict
-    val_arrays: dict
+    @staticmethod
+    def module():
+        import zoo.data.story_qa
 
-    @property
-    def tokens_per_epoch(self) -> float:  # one answer token per question
-        rows = len(self.train_arrays["answer"])
-        return float(min(rows, self.steps_per_epoch * self.batch_size) if self.steps_per_epoch else rows)
+        return zoo.data.story_qa
 
-    def train_batches(self, epoch: int, skip_steps: int = 0):
-        from zoo.data.story_qa import make_dataset
-
-        boundaries = self.bucket_boundaries if isinstance(self.bucket_boundaries, (list, tuple)) or \
-            OmegaConf.is_list(self.bucket_boundaries) else None
-        ds = make_dataset(self.task, "train", self.batch_size, shuffle=True, seed=epoch_seed(self.seed, epoch),
-                          bucket_boundaries=boundaries, encoded=self.train_arrays)
-        if self.steps_per_epoch:
-            ds = ds.repeat().take(self.steps_per_epoch)
-        if skip_steps:
-            ds = ds.skip(skip_steps)
-        return ds
-
-    def val_batches(self):
-        from zoo.data.story_qa import make_dataset
-
-        return make_dataset(self.task, "val", self.batch_size, encoded=self.val_arrays)
+    def train_rows(self) -> int:
+        return len(self.encoded["train"]["answer"])
 
 
 def load_qa_data(cfg) -> QAData:
-    from zoo.data import load_task
-    from zoo.data.story_qa import arrays
-
-    task = load_task(cfg.data)
-    t = cfg.trainer
-    return QAData(task=task, batch_size=int(t.batch_size), seed=int(cfg.seed),
-                  steps_per_epoch=int(t.steps_per_epoch) if t.steps_per_epoch else None,
-                  bucket_boundaries=t.bucket_boundaries, train_arrays=arrays(task, "train"),
-                  val_arrays=arrays(task, "val"))
+    return QAData.from_config(cfg)
 
 
 def build_qa_model(cfg, task):
@@ -97,32 +64,18 @@ class QAKind(TaskKind):
     """Story question answering for the run lifecycle (``zoo.training.lifecycle.run``): ``QAData``, a
     ``QAModel`` with the data's sizes, accuracy and evidence per epoch and at the end, the ``Reader``."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self._reader = (None, None)  # (model, its reader): traced once, used for scoring and export
-
     def reader(self, data, model):
-        if self._reader[0] is not model:
-            self._reader = (model, make_reader(model, data.task))
-        return self._reader[1]
+        return self.module_of(model, lambda: make_reader(model, data.task))
 
     def check_runtime(self, runtime) -> None:
         """One replica in float32: the story-QA models have no distributed or mixed-precision path."""
-        if runtime.replicas > 1 or runtime.precision != "float32":
-            from zoo.errors import ConfigError
-
-            raise ConfigError("story-QA models train with trainer.strategy=default and trainer.precision=float32 "
-                              f"(got strategy={self.cfg.trainer.strategy}, precision={self.cfg.trainer.precision}).")
+        self.one_replica_float32(runtime, "story-QA models")
 
     def build_data(self, runtime) -> QAData:
         return load_qa_data(self.cfg)
 
-    def build_model(self, data, runtime):
-        with runtime.strategy.scope():
-            model = build_qa_model(self.cfg, data.task)
-            optimizer = make_optimizer(self.cfg.optimizer, clipnorm=self.cfg.trainer.clipnorm)
-            optimizer.build(model.trainable_variables)
-        return model, optimizer
+    def new_model(self, data):
+        return build_qa_model(self.cfg, data.task)
 
     def metric(self, data) -> str:
         return "accuracy"
