@@ -218,6 +218,17 @@ def attention_constraints(name: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
+def task_trainer_constraints(task: str) -> tuple:
+    """The ``trainer.*`` settings the kind of ``task`` cannot train with: ``TRAINER_CONSTRAINTS`` in
+    ``zoo/training/<task>.py`` (``zoo.checks`` rules: one replica in float32 for ``qa``, ``classify`` and
+    ``image``, no XLA for ``image``), read without importing it; () for a kind that declares none."""
+    path = PACKAGE_DIR / "training" / f"{task}.py"
+    if not path.is_file() or "TRAINER_CONSTRAINTS" not in _module_names(path):
+        return ()
+    return tuple(_literal(path, "TRAINER_CONSTRAINTS"))
+
+
 def data_literal(name: str, literal: str):
     """Module-level ``literal`` of ``zoo/data/<name>.py`` (read without importing it), or None."""
     path = PACKAGE_DIR / "data" / f"{name}.py"

@@ -75,7 +75,9 @@ def optional_int(name, value):
 # A component declares the rules between its arguments once, as a literal ``CONSTRAINTS`` tuple in
 # its module (``zoo/models/self_attention/transformer.py``); its constructor calls ``enforce`` and the config
 # validator, which must not import Keras, reads the same literal with ``zoo.catalog.model_constraints``
-# (an AST read of the file) and calls ``constraint_problems``. A rule is a dict:
+# (an AST read of the file) and calls ``constraint_problems``. A task kind declares the ``trainer.*``
+# settings it cannot train with the same way (``TRAINER_CONSTRAINTS`` in ``zoo/training/<task>.py``, read
+# by ``zoo.catalog.task_trainer_constraints``). A rule is a dict:
 #   {"rule": "multiple", "key": a, "of": b, "why": ...}        a % b == 0
 #   {"rule": "even_quotient", "key": a, "of": b, "why": ...}   a / b is an even integer
 #   {"rule": "even", "key": a, "why": ...}                     a % 2 == 0

@@ -380,6 +380,7 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         declared_problems(check, "model.attention_options", catalog.attention_constraints(str(attention)))
     for line in trainer_problems(cfg.trainer, defaults):
         check.add(line)
+    task_kind_problems(check, model, model_task)
     check.choice("optimizer.name", catalog.OPTIMIZERS)
     check.choice("optimizer.decay", catalog.LR_DECAYS)
     check.rule("optimizer.learning_rate", lambda v: _is_number(v) and v > 0, "a positive number")
@@ -419,6 +420,34 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
         except store.StoreError as error:
             check.add(f"tracking.uri={redact_uri(store.tracking_uri(check.get('tracking.uri')))}: {error}.")
     return check.found
+
+
+def _spelled(value: Any) -> str:
+    """A value as the command line spells it (``true``, ``mirrored``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def task_kind_problems(check: "_Checker", model: str, task: str) -> None:
+    """``trainer.*`` settings the task kind of ``model`` cannot train with, one line each naming the key,
+    the value and the setting that works: the rules the kind declares (``TRAINER_CONSTRAINTS`` in
+    ``zoo/training/<task>.py``, read without importing it)."""
+    constraints = catalog.task_trainer_constraints(task)
+    trainer = check.get("trainer")
+    values = OmegaConf.to_container(trainer, resolve=True) if OmegaConf.is_config(trainer) else dict(trainer or {})
+    for problem in checks.constraint_problems(constraints, values):
+        rule = next(r for r in constraints if r["key"] == problem["key"])
+        key, default = f"trainer.{problem['key']}", check.default(f"trainer.{problem['key']}")
+        if any(line.startswith(f"{key}=") and " is not valid" in line for line in check.found):
+            continue  # not a valid value at all: said already
+        if rule["rule"] == "one_of":  # the first value allowed, as the command line spells it
+            fix = rule["values"][0]
+            tail = "" if default is _NO_DEFAULT else " (the default)" if default == fix else \
+                f" (default: {_spelled(default)})"
+            use = f"{key}={_spelled(fix)}{tail}"
+        else:
+            use = f"trainer.{problem['fix']}"
+        check.add(f"{key}={_spelled(problem['value'])} does not work with model={model} (task: {task}): "
+                  f"{rule.get('why') or 'expected ' + problem['expected']}. Use {use}.")
 
 
 def self_attention_problems(check: "_Checker", model: str, attention: str, overridden: Sequence[str]) -> None:

@@ -31,6 +31,28 @@ def test_multi_worker_without_tf_config_is_refused(monkeypatch):
     assert len(found) == 1 and "needs TF_CONFIG" in found[0], found
 
 
+def test_what_a_task_kind_cannot_train_with_is_read_from_its_module_and_refused_before_tensorflow():
+    """``TRAINER_CONSTRAINTS`` of ``zoo/training/<task>.py``, read from the file by the validator
+    (``zoo.catalog.task_trainer_constraints``), equal the imported module's; the validator refuses them
+    one line a key, and passes each kind's defaults."""
+    import importlib
+
+    from zoo import catalog
+    from zoo.config import train_problems
+
+    for task in ("qa", "classify", "image"):
+        assert catalog.task_trainer_constraints(task) == importlib.import_module(f"zoo.training.{task}").TRAINER_CONSTRAINTS
+    assert [r["key"] for r in catalog.task_trainer_constraints("image")] == ["strategy", "precision", "jit_compile"]
+    assert catalog.task_trainer_constraints("seq2seq") == catalog.task_trainer_constraints("regression") == ()
+    image = ["model=show_attend_tell", "data=digit_strings", "debug=smoke", "model.hidden_size=16"]
+    assert train_problems(compose(image)) == []
+    found = train_problems(compose([*image, "trainer.precision=mixed_bfloat16", "trainer.jit_compile=true"]))
+    assert [line.split(" does not work with model=show_attend_tell (task: image): ")[0] for line in found] == \
+        ["trainer.precision=mixed_bfloat16", "trainer.jit_compile=true"], found
+    assert train_problems(compose(["model=transformer", "debug=smoke", "trainer.precision=mixed_bfloat16",
+                                   "trainer.jit_compile=true"])) == []  # translation trains with both
+
+
 def test_device_auto_says_what_it_picked_and_gpu_without_one_is_an_error(capsys):
     import tensorflow as tf
 

@@ -20,10 +20,11 @@ import numpy as np
 from zoo.config import model_kwargs
 from zoo.errors import ConfigError
 from zoo.training.data import EncodedData
-from zoo.training.lifecycle import TaskKind
+from zoo.training.lifecycle import ONE_REPLICA_FLOAT32, TaskKind
 from zoo.training.model import create_model
 
 DATA_SIZES = ("vocab_size", "num_classes")  # from the data, never from a config
+TRAINER_CONSTRAINTS = ONE_REPLICA_FLOAT32  # refused before TensorFlow starts (zoo.config.task_kind_problems)
 
 
 class ClassifyData(EncodedData):
@@ -69,10 +70,6 @@ class ClassifyKind(TaskKind):
         from zoo.export.classifier import Classifier
 
         return self.module_of(model, lambda: Classifier(model, data.task))
-
-    def check_runtime(self, runtime) -> None:
-        """One replica in float32: the batches are not sharded over replicas, and the export is float32."""
-        self.one_replica_float32(runtime, "classification models")
 
     def build_data(self, runtime) -> ClassifyData:
         return load_classify_data(self.cfg)

@@ -27,15 +27,18 @@ import numpy as np
 
 import zoo.metrics
 from zoo.config import model_kwargs
-from zoo.errors import ConfigError
 from zoo.metrics.alignment import boxes_to_grid
 from zoo.tokens import EOS_ID, SPECIALS
 from zoo.training import log
 from zoo.training.data import ArrayData
-from zoo.training.lifecycle import TaskKind
+from zoo.training.lifecycle import ONE_REPLICA_FLOAT32, TaskKind
 from zoo.training.model import create_model
 
 TEST_METRICS = ("exact_match", "digit_error_rate", "alignment_accuracy", "alignment_mass")
+TRAINER_CONSTRAINTS = ONE_REPLICA_FLOAT32 + (  # refused before TensorFlow starts (zoo.config.task_kind_problems)
+    {"rule": "one_of", "key": "jit_compile", "values": (False,),
+     "why": "its decoder's teacher forcing is a scan, which XLA cannot differentiate"},
+)
 
 
 class ImageData(ArrayData):
@@ -127,13 +130,6 @@ def build_image_model(cfg, task):
 class ImageKind(TaskKind):
     """Images to digit strings for the run lifecycle (``zoo.training.lifecycle.run``): ``ImageData``, a
     ``task: image`` model, exact match per epoch, the digit and alignment metrics at the end."""
-
-    def check_runtime(self, runtime) -> None:
-        """One replica in float32: the batches are not sharded over replicas, and decoding is float32."""
-        self.one_replica_float32(runtime, "image models")
-        if self.cfg.trainer.jit_compile:
-            raise ConfigError("image models train without XLA: use trainer.jit_compile=false (their decoder's "
-                              "teacher forcing is a scan, which XLA cannot differentiate).")
 
     def build_data(self, runtime) -> ImageData:
         return load_image_data(self.cfg)

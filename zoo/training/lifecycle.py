@@ -33,6 +33,17 @@ from zoo.training.timing import input_seconds_per_batch
 
 EpochHook = Callable[[Dict[str, float], int], None]
 
+# The trainer settings a kind cannot train with are refused before TensorFlow starts: a kind's module
+# declares them as ``TRAINER_CONSTRAINTS`` (``zoo.checks`` rules on the ``trainer.*`` keys), which the config
+# validator reads without importing it (``zoo.catalog.task_trainer_constraints``). These two hold for a
+# kind whose batches are not split over replicas and which trains, scores and exports in float32.
+ONE_REPLICA_FLOAT32 = (
+    {"rule": "one_of", "key": "strategy", "values": ("default",),
+     "why": "its batches are not split over replicas"},
+    {"rule": "one_of", "key": "precision", "values": ("float32",),
+     "why": "it trains, scores and exports in float32, with no mixed-precision path"},
+)
+
 
 class TaskKind:
     """What a kind of task hands the lifecycle; one object per run, made from the resolved config.
@@ -57,18 +68,6 @@ class TaskKind:
         if self._module[0] is not model:
             self._module = (model, make())
         return self._module[1]
-
-    def check_runtime(self, runtime: Runtime) -> None:
-        """Refuses (ConfigError) a machine set-up the kind cannot train on; the config itself is valid."""
-
-    def one_replica_float32(self, runtime: Runtime, models: str) -> None:
-        """Refuses (ConfigError) several replicas or a mixed precision for ``models`` (``"image models"``): a
-        kind whose batches are not sharded over replicas and which decodes and exports in float32."""
-        if runtime.replicas > 1 or runtime.precision != "float32":
-            from zoo.errors import ConfigError
-
-            raise ConfigError(f"{models} train with trainer.strategy=default and trainer.precision=float32 "
-                              f"(got strategy={self.cfg.trainer.strategy}, precision={self.cfg.trainer.precision}).")
 
     def build_data(self, runtime: Runtime):
         raise NotImplementedError
@@ -152,7 +151,6 @@ def run(cfg: DictConfig, kind: TaskKind, on_epoch: Optional[EpochHook] = None) -
             resume.check_config(resume_run, cfg)
         runtime = setup(cfg.trainer, int(cfg.seed))  # before any other TensorFlow op
         try:
-            kind.check_runtime(runtime)
             return _run(cfg, kind, runtime, uri, resume_run, on_epoch, started)
         finally:
             reset_policy()

@@ -18,10 +18,11 @@ from typing import Dict
 
 from zoo.config import model_kwargs
 from zoo.training.data import EncodedData
-from zoo.training.lifecycle import TaskKind
+from zoo.training.lifecycle import ONE_REPLICA_FLOAT32, TaskKind
 from zoo.training.model import create_model
 
 DATA_SIZES = ("vocab_size", "memory_size")  # from the data, never from a config
+TRAINER_CONSTRAINTS = ONE_REPLICA_FLOAT32  # refused before TensorFlow starts (zoo.config.task_kind_problems)
 
 
 class QAData(EncodedData):
@@ -66,10 +67,6 @@ class QAKind(TaskKind):
 
     def reader(self, data, model):
         return self.module_of(model, lambda: make_reader(model, data.task))
-
-    def check_runtime(self, runtime) -> None:
-        """One replica in float32: the story-QA models have no distributed or mixed-precision path."""
-        self.one_replica_float32(runtime, "story-QA models")
 
     def build_data(self, runtime) -> QAData:
         return load_qa_data(self.cfg)
