@@ -8,6 +8,7 @@ writer that raises ENOSPC (a full disk) costs one warning line, and the run fini
 """
 
 import errno
+import json
 import shutil
 import signal
 import time
@@ -29,19 +30,42 @@ KEYS = ("train_loss", "val_loss", "val_exact_match", "epoch_seconds")
 
 
 def wait_for_logged_epoch(workdir, epoch: int, proc, timeout=300) -> str:
-    """Waits until the run's MLflow history holds ``epoch``; returns the run id."""
+    """Waits until the run's MLflow history holds ``epoch``; returns the run id.
+
+    The checkpoint of an epoch's end is written just before its metrics are logged (zoo/training/fit.py):
+    the store is asked only once that file is there, and a few times a second, so that the poll does
+    not take the CPU the run needs."""
     deadline = time.monotonic() + timeout
+    client = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"training ended before epoch {epoch} was logged: {proc.stderr.read()[-3000:]}")
-        try:
-            client, found = runs(workdir)
-            if found and [s for s, _ in history(client, found[0].info.run_id, "train_loss")][-1:] == [epoch]:
-                return found[0].info.run_id
-        except Exception:  # noqa: BLE001 - the store is being written by the run: ask again
-            pass
-        time.sleep(0.05)
+        if epoch_end_checkpoint_written(workdir, epoch):
+            try:
+                client, found = runs(workdir) if client is None else (client, search(client))
+                if found and [s for s, _ in history(client, found[0].info.run_id, "train_loss")][-1:] == [epoch]:
+                    return found[0].info.run_id
+            except Exception:  # noqa: BLE001 - the store is being written by the run: ask again
+                pass
+            time.sleep(0.2)
+        else:
+            time.sleep(0.05)
     raise AssertionError(f"epoch {epoch} not logged after {timeout} s")
+
+
+def epoch_end_checkpoint_written(workdir, epoch: int) -> bool:
+    for state_file in workdir.glob("checkpoints/*/ckpt-*/state.json"):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            continue  # being written, or renamed away by the pruning
+        if state["epoch"] >= epoch and state["step_in_epoch"] == 0:
+            return True
+    return False
+
+
+def search(client):
+    return client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
 def cut_in_half(path):

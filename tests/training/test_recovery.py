@@ -55,7 +55,7 @@ def wait_for_checkpoint_in_epoch(workdir: Path, epoch: int, proc, timeout=300):
                 return state
         if proc.poll() is not None:
             raise AssertionError(f"training ended before epoch {epoch}: {proc.stderr.read()[-3000:]}")
-        time.sleep(0.01)
+        time.sleep(0.05)
     raise AssertionError(f"no checkpoint inside epoch {epoch} after {timeout} s")
 
 
