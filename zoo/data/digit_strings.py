@@ -56,6 +56,7 @@ import numpy as np
 
 from zoo import catalog
 from zoo.checks import enforce_config
+from zoo.data.constraints import SPLIT_SIZES
 from zoo.data.task import DATASETS
 from zoo.errors import ConfigError
 from zoo.tokens import BOS_ID, EOS_ID, PAD_ID, SPECIALS
@@ -71,13 +72,14 @@ ATTRIBUTION = ("Handwritten digit scans: UCI Optical Recognition of Handwritten 
 
 # The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
 # (zoo.catalog.data_constraints) and build_task raises the same lines.
-CONSTRAINTS = (
-    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
+# The strings' rules, shared with spoken_digits (the same strings, spoken): the splits' sizes and the
+# digits a string.
+STRING_CONSTRAINTS = SPLIT_SIZES + (
     {"rule": "at_least", "key": "min_digits", "min": 1, "integer": True},
     {"rule": "not_above", "key": "min_digits", "of": "max_digits"},
     {"rule": "at_least", "key": "max_digits", "min": 1, "integer": True},
+)
+CONSTRAINTS = STRING_CONSTRAINTS + (  # the images'
     {"rule": "at_least", "key": "scale", "min": 1, "integer": True},
     {"rule": "at_least", "key": "height", "min": 1, "integer": True},
     {"rule": "at_least", "key": "width", "min": 1, "integer": True},
@@ -108,8 +110,33 @@ class DigitImages:
         return len(self.targets)
 
 
+class DigitStringTargets:
+    """The target side of a task whose targets are digit strings (this one's images, spoken_digits'
+    utterances): a task with ``max_digits``, ``vocabulary`` (``VOCABULARY``) and ``splits`` whose
+    ``targets`` are the strings gets its decoder steps, vocabulary size, ids and tokenizer here."""
+
+    @property
+    def max_target_length(self) -> int:
+        """Decoder steps: the longest string and ``<eos>``."""
+        return self.max_digits + 1
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocabulary)
+
+    def target_ids(self, split: str) -> np.ndarray:
+        """int32 ``[N, max_digits + 2]``: ``<bos>``, the digits' ids, ``<eos>``, then ``<pad>`` (0)."""
+        return target_ids(self.splits[split].targets, self.max_digits)
+
+    def target_tokenizer(self):
+        """The zoo's ``CharTokenizer`` over ``VOCABULARY`` (ids as ``target_ids``; imports TensorFlow)."""
+        from zoo.data.tokenizers.char import CharTokenizer
+
+        return CharTokenizer(list(self.vocabulary), lowercase=False, name="target_tokenizer")
+
+
 @dataclasses.dataclass
-class DigitStringsTask:
+class DigitStringsTask(DigitStringTargets):
     """``data=digit_strings``: the splits' arrays, the canvas, the target vocabulary."""
 
     name: str
@@ -122,15 +149,6 @@ class DigitStringsTask:
     attribution: str = ATTRIBUTION
     vocabulary: Tuple[str, ...] = VOCABULARY
     info: Dict[str, object] = dataclasses.field(default_factory=dict)
-
-    @property
-    def max_target_length(self) -> int:
-        """Decoder steps: the longest string and ``<eos>``."""
-        return self.max_digits + 1
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocabulary)
 
     def stats(self) -> Dict[str, object]:
         out = {"target_vocab_size": self.vocab_size, "height": self.height, "width": self.width,
@@ -148,16 +166,6 @@ class DigitStringsTask:
             texts = [f"{t}\t{' '.join(str(s) for s in row[:n])}"
                      for t, row, n in zip(data.targets, data.scans, data.lengths)]
             yield split, texts, {"examples": len(data), "height": self.height, "width": self.width}
-
-    def target_ids(self, split: str) -> np.ndarray:
-        """int32 ``[N, max_digits + 2]``: ``<bos>``, the digits' ids, ``<eos>``, then ``<pad>`` (0)."""
-        return target_ids(self.splits[split].targets, self.max_digits)
-
-    def target_tokenizer(self):
-        """The zoo's ``CharTokenizer`` over ``VOCABULARY`` (ids as ``target_ids``; imports TensorFlow)."""
-        from zoo.data.tokenizers.char import CharTokenizer
-
-        return CharTokenizer(list(self.vocabulary), lowercase=False, name="target_tokenizer")
 
 
 def target_ids(targets, max_digits: int) -> np.ndarray:

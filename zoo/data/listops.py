@@ -44,6 +44,7 @@ from zoo import catalog
 from zoo.checks import enforce_config
 from zoo.data import tokenizers
 from zoo.data.classification import ClassificationTask, token_boundaries
+from zoo.data.constraints import LENGTH_RANGE, SPLIT_SIZES
 from zoo.data.task import DATASETS
 from zoo.errors import ConfigError, CorpusError
 from zoo.tokens import SPECIALS
@@ -55,13 +56,7 @@ VOCABULARY = tuple(SPECIALS) + catalog.LISTOPS_TOKENS
 STRIP = r"[()]"  # LRA's parentheses, dropped before tokenizing
 # The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
 # (zoo.catalog.data_constraints) and build_task raises the same lines.
-CONSTRAINTS = (
-    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "min_length", "min": 1, "integer": True},
-    {"rule": "not_above", "key": "min_length", "of": "max_length"},
-    {"rule": "at_least", "key": "max_length", "min": 1, "integer": True},
+CONSTRAINTS = SPLIT_SIZES + LENGTH_RANGE + (
     {"rule": "at_least", "key": "max_depth", "min": 1, "integer": True},
     {"rule": "at_least", "key": "max_args", "min": 2, "integer": True},
 )

@@ -139,6 +139,7 @@ def fetch_pair(pair: str, cache_dir, url: Optional[str] = None, sha256: Optional
 
 
 def file_sha256(path) -> str:
+    """The hex SHA-256 of the file at ``path``, read in 1 MiB blocks: a downloaded corpus' fingerprint."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -32,6 +32,7 @@ import numpy as np
 
 from zoo.checks import enforce_config
 from zoo.data import tokenizers
+from zoo.data.constraints import LENGTH_RANGE, SPLIT_SIZES
 from zoo.data.task import DATASETS, Task
 from zoo.errors import ConfigError
 
@@ -42,15 +43,7 @@ TARGET_VOCABULARY = {"symbols_from": "alphabet", "tokenizers": ("char",)}
 MODES = ("reverse", "copy")
 # The rules of data.<key>, declared once: the validator reads them before TensorFlow starts
 # (zoo.catalog.data_constraints) and build_task raises the same lines (zoo.checks.problem_lines).
-CONSTRAINTS = (
-    {"rule": "one_of", "key": "mode", "values": MODES},
-    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "min_length", "min": 1, "integer": True},
-    {"rule": "not_above", "key": "min_length", "of": "max_length"},
-    {"rule": "at_least", "key": "max_length", "min": 1, "integer": True},
-)
+CONSTRAINTS = ({"rule": "one_of", "key": "mode", "values": MODES},) + SPLIT_SIZES + LENGTH_RANGE
 # data.test_min_length / data.test_max_length may be null (= the training range), which the declared
 # rules cannot say: zoo.config.test_length_problems checks them, before TensorFlow starts and here.
 

@@ -51,7 +51,6 @@ Importing this module imports no TensorFlow; ``log_mel`` and ``make_dataset`` do
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import wave
 import zipfile
@@ -61,7 +60,8 @@ import numpy as np
 
 from zoo import catalog
 from zoo.checks import enforce_config
-from zoo.data.digit_strings import DIGITS, VOCABULARY, target_ids
+from zoo.data.digit_strings import DIGITS, STRING_CONSTRAINTS, VOCABULARY, DigitStringTargets
+from zoo.data.manythings import file_sha256
 from zoo.data.task import DATASETS
 from zoo.errors import ConfigError, CorpusError
 
@@ -78,13 +78,7 @@ VAL_INDICES = range(5, 10)  # held out of training for validation utterances
 ATTRIBUTION = ("Spoken digits: Free Spoken Digit Dataset, Zohar Jackson and contributors "
                "(github.com/Jakobovski/free-spoken-digit-dataset), CC BY-SA 4.0.")
 
-CONSTRAINTS = (
-    {"rule": "at_least", "key": "train_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "val_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "test_size", "min": 1, "integer": True},
-    {"rule": "at_least", "key": "min_digits", "min": 1, "integer": True},
-    {"rule": "not_above", "key": "min_digits", "of": "max_digits"},
-    {"rule": "at_least", "key": "max_digits", "min": 1, "integer": True},
+CONSTRAINTS = STRING_CONSTRAINTS + (  # the utterances'
     {"rule": "at_least", "key": "min_pause", "min": 0, "why": "seconds"},
     {"rule": "not_above", "key": "min_pause", "of": "max_pause"},
     {"rule": "at_most", "key": "max_pause", "max": 5, "why": "seconds"},
@@ -115,7 +109,7 @@ class SpokenDigits:
 
 
 @dataclasses.dataclass
-class SpokenDigitsTask:
+class SpokenDigitsTask(DigitStringTargets):
     """``data=spoken_digits``: the splits' utterances, the target vocabulary, the feature settings."""
 
     name: str
@@ -131,14 +125,6 @@ class SpokenDigitsTask:
     fingerprint: Optional[str] = None
     info: Dict[str, object] = dataclasses.field(default_factory=dict)
 
-    @property
-    def max_target_length(self) -> int:
-        return self.max_digits + 1
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocabulary)
-
     def stats(self) -> Dict[str, object]:
         out = {"target_vocab_size": self.vocab_size, "sample_rate": self.sample_rate, "num_mels": self.num_mels}
         for split, data in self.splits.items():
@@ -153,16 +139,6 @@ class SpokenDigitsTask:
         for split, data in self.splits.items():
             texts = [f"{t}\t{' '.join(r)}" for t, r in zip(data.targets, data.recordings)]
             yield split, texts, {"examples": len(data), "sample_rate": self.sample_rate}
-
-    def target_ids(self, split: str) -> np.ndarray:
-        """int32 ``[N, max_digits + 2]``: ``<bos>``, the digits' ids, ``<eos>``, then 0."""
-        return target_ids(self.splits[split].targets, self.max_digits)
-
-    def target_tokenizer(self):
-        """The zoo's ``CharTokenizer`` over ``VOCABULARY`` (imports TensorFlow)."""
-        from zoo.data.tokenizers.char import CharTokenizer
-
-        return CharTokenizer(list(self.vocabulary), lowercase=False, name="target_tokenizer")
 
 
 def decode_wav(data: bytes, where: str) -> np.ndarray:
@@ -188,14 +164,6 @@ def read_recordings(path) -> Dict[Tuple[int, str, int], np.ndarray]:
         for member, key in members.items():
             out[key] = decode_wav(archive.read(member), f"{path}:{member}")
     return out
-
-
-def file_sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def recording_name(key: Tuple[int, str, int]) -> str:
