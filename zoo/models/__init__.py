@@ -5,7 +5,8 @@
 - ``readers/``: story-QA readers (``memory_network``, ``aoa_reader``, ...) and their interface (``qa_model.py``);
 - ``regression/``: ``nadaraya_watson``.
 
-Shared by the families: ``encoder_decoder.py`` (the ``Seq2SeqModel`` interface every decoder keeps),
+Shared by the families: ``exported_model.py`` (the base of the models exported by their own entry points),
+``encoder_decoder.py`` (the ``Seq2SeqModel`` interface every decoder keeps),
 ``alignment.py`` (an alignment attention inside a decoder), ``registry.py`` (``@register_model``).
 
 ``names()`` lists the models; ``create(name, **kwargs)`` builds one (``source_vocab_size`` and

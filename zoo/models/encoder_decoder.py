@@ -3,10 +3,12 @@
 import keras
 from keras import ops, tree
 
+from zoo.models.exported_model import ExportedModel
+
 HYPOTHESES = "hypotheses"  # the memory's key for rows per sentence (``Seq2SeqModel.hypotheses_memory``)
 
 
-class Seq2SeqModel(keras.Model):
+class Seq2SeqModel(ExportedModel):
     """An encoder-decoder that is trained with teacher forcing and decoded step by step.
 
     Subclasses implement three methods, which are all a decoder (greedy, beam search, the
@@ -62,18 +64,6 @@ class Seq2SeqModel(keras.Model):
 
     time_loop = "scan"  # or "bounded" (XLA): how ``teacher_forced`` runs ``decode_step`` over time
     groups_hypotheses = False  # True: ``hypotheses_memory`` keeps one row per sentence (see above)
-
-    @property
-    def _default_save_signature(self):
-        # Keras (TensorFlow backend) would trace ``call`` as a serving function whenever a
-        # SavedModel holds this model; the exported entry points are the translator's.
-        return None
-
-    def ensure_built(self):
-        """Builds the weights (their shapes do not depend on the data) if not built yet."""
-        if not self.built:
-            self.build(None)
-        return self
 
     def encode(self, source, training=None):
         raise NotImplementedError

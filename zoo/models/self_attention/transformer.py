@@ -156,6 +156,55 @@ class _DecoderLayer(_Block):
         return self.feed_forward(x, training), self_weights, cross_weights, new_cache[0] if new_cache else None
 
 
+# -- what every Transformer stack sets up (the encoder-decoder here, the encoder-only classifier) ----
+def set_stack_arguments(model, embed_dim, intermediate_dim, num_layers, num_heads, dropout, attention_dropout,
+                        positions, max_length, norm_first, activation, num_kv_heads, attention_window):
+    """Validates the arguments of a stack of Transformer layers and sets them on ``model``, one
+    attribute each, named as the argument; then enforces ``CONSTRAINTS`` (the size rules)."""
+    for name, value in (("embed_dim", embed_dim), ("intermediate_dim", intermediate_dim),
+                        ("num_layers", num_layers), ("num_heads", num_heads), ("max_length", max_length)):
+        setattr(model, name, positive_int(name, value))
+    model.dropout, model.attention_dropout = rate("dropout", dropout), rate("attention_dropout", attention_dropout)
+    model.positions = choice("positions", positions, POSITIONS)
+    model.norm_first = boolean("norm_first", norm_first)
+    model.activation = choice("activation", activation, ACTIVATIONS)
+    model.num_kv_heads = positive_int("num_kv_heads", num_kv_heads, allow_none=True)
+    model.attention_window = positive_int("attention_window", attention_window, allow_none=True)
+    enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions, num_kv_heads=num_kv_heads)
+
+
+def encoder_stack(model, x, mask, training=None):
+    """``model.encoder_layers`` in turn over the embedded ``x [B, T, D]``, padding keys masked (``mask
+    [B, T]``), then ``model.encoder_norm`` under pre-norm (``norm_first``: nothing else normalises the
+    last residual sum). Returns ``(x [B, T, D], per-layer weights [B, H, T, T])``."""
+    attention_mask = ops.expand_dims(mask, 1)  # [B, 1, T]: keys only
+    maps = []
+    for layer in model.encoder_layers:
+        x, weights = layer(x, attention_mask, training=training)
+        maps.append(weights)
+    if model.norm_first:
+        x = model.encoder_norm(x)
+    return x, maps
+
+
+def embedding_initializer(embed_dim):
+    """N(0, d_model^-1/2) for the token embeddings, so that the sqrt(d_model) scaling gives embeddings
+    of unit variance, on a par with the sinusoidal positions (as tensor2tensor); Keras' default
+    U(-0.05, 0.05) lets the positions drown the words early in training. Unseeded: one such object
+    gives every table it initialises the same draw."""
+    return keras.initializers.RandomNormal(stddev=embed_dim ** -0.5)
+
+
+def added_positions(positions, max_length, name, dtype):
+    """The position layer added to the scaled embeddings (``learned``, ``sinusoidal``), or None:
+    rotary, relative, t5 and alibi act inside self-attention, ``none`` nowhere."""
+    if positions == "learned":
+        return zoo_attention.create("learned", max_length=max_length, name=name, dtype=dtype)
+    if positions == "sinusoidal":
+        return zoo_attention.create("sinusoidal", name=name, dtype=dtype)
+    return None
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class TransformerSeq2Seq(Seq2SeqModel):
     """The Transformer: stacks of multi-head self-attention, cross-attention and FFN layers.
@@ -268,20 +317,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
         super().__init__(**kwargs)
         self.source_vocab_size = positive_int("source_vocab_size", source_vocab_size)
         self.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
-        self.embed_dim = positive_int("embed_dim", embed_dim)
-        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
-        self.num_layers = positive_int("num_layers", num_layers)
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.dropout = rate("dropout", dropout)
-        self.attention_dropout = rate("attention_dropout", attention_dropout)
-        self.positions = choice("positions", positions, POSITIONS)
-        self.max_length = positive_int("max_length", max_length)
-        self.norm_first = boolean("norm_first", norm_first)
+        set_stack_arguments(self, embed_dim, intermediate_dim, num_layers, num_heads, dropout, attention_dropout,
+                            positions, max_length, norm_first, activation, num_kv_heads, attention_window)
         self.share_embeddings = boolean("share_embeddings", share_embeddings)
         self.tie_output = boolean("tie_output", tie_output)
-        self.activation = choice("activation", activation, ACTIVATIONS)
-        self.num_kv_heads = positive_int("num_kv_heads", num_kv_heads, allow_none=True)
-        self.attention_window = positive_int("attention_window", attention_window, allow_none=True)
         if attention not in zoo_attention.names():
             raise invalid("attention", "a registered self-attention: " + ", ".join(zoo_attention.names()), attention)
         self.attention = attention
@@ -289,7 +328,6 @@ class TransformerSeq2Seq(Seq2SeqModel):
             raise invalid("attention_options", "a dict of keyword arguments for the attention layer",
                           attention_options)
         self.attention_options = dict(attention_options or {})
-        enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions, num_kv_heads=num_kv_heads)
         if self.share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError("Received an invalid value for argument `share_embeddings`: True needs equal "
                              f"vocabulary sizes. Received: source_vocab_size={source_vocab_size}, "
@@ -297,21 +335,12 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.head_dim = embed_dim // num_heads
 
         dtype = self.dtype_policy
-        # N(0, d_model^-1/2), so that the sqrt(d_model) scaling gives embeddings of unit variance, on a
-        # par with the sinusoidal positions (as tensor2tensor); Keras' default U(-0.05, 0.05) lets the
-        # positions drown the words early in training.
-        init = keras.initializers.RandomNormal(stddev=embed_dim ** -0.5)
+        init = embedding_initializer(embed_dim)
         self.source_embedding = keras.layers.Embedding(source_vocab_size, embed_dim, name="source_embedding",
                                                        embeddings_initializer=init, dtype=dtype)
         self.target_embedding = (self.source_embedding if self.share_embeddings else
                                  keras.layers.Embedding(target_vocab_size, embed_dim, name="target_embedding",
                                                         embeddings_initializer=init, dtype=dtype))
-        def position_layer(side):
-            if self.positions == "learned":
-                return zoo_attention.create("learned", max_length=max_length, name=f"{side}_positions", dtype=dtype)
-            if self.positions == "sinusoidal":
-                return zoo_attention.create("sinusoidal", name=f"{side}_positions", dtype=dtype)
-            return None  # rotary, relative, t5, alibi: inside self-attention; none: nowhere
 
         def score_bias(side):
             """The score bias of a stack: t5's table and alibi's slopes are one for all its layers
@@ -328,7 +357,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 return zoo_attention.create("relative", name=f"{name}_relative_positions", dtype=dtype)
             return shared
 
-        self.source_positions, self.target_positions = position_layer("source"), position_layer("target")
+        self.source_positions = added_positions(self.positions, max_length, "source_positions", dtype)
+        self.target_positions = added_positions(self.positions, max_length, "target_positions", dtype)
         self.encoder_position_bias, self.decoder_position_bias = score_bias("encoder"), score_bias("decoder")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
         block = dict(embed_dim=embed_dim, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=self.dropout,
@@ -393,13 +423,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     def _encode(self, source, training=None):
         mask = ops.not_equal(source, PAD_ID)
         x = self._embed(self.source_embedding, self.source_positions, source, training=training)
-        attention_mask = ops.expand_dims(mask, 1)  # [B, 1, Ts]: keys only
-        maps = []
-        for layer in self.encoder_layers:
-            x, weights = layer(x, attention_mask, training=training)
-            maps.append(weights)
-        if self.norm_first:
-            x = self.encoder_norm(x)
+        x, maps = encoder_stack(self, x, mask, training=training)
         return x, mask, maps
 
     def _memory(self, memory, mask):

@@ -7,11 +7,13 @@ import keras
 from keras import ops
 
 import zoo.attention as zoo_attention
-from zoo.checks import boolean, choice, enforce, positive_int, rate
+from zoo.checks import choice, positive_int
+from zoo.models.exported_model import ExportedModel
 from zoo.models.registry import register_model
 from zoo.models.self_attention import transformer
 from zoo.models.self_attention.layer_norm import LayerNormalization
-from zoo.models.self_attention.transformer import ACTIVATIONS, POSITIONS
+from zoo.models.self_attention.transformer import CONSTRAINTS as TRANSFORMER_CONSTRAINTS
+from zoo.models.self_attention.transformer import OWNED_OPTIONS as TRANSFORMER_OWNED_OPTIONS
 from zoo.tokens import PAD_ID
 
 POOLINGS = ("mean", "cls")
@@ -20,20 +22,11 @@ POOLINGS = ("mean", "cls")
 # the options the model sets for every layer itself are refused in model.attention_options (as the Transformer's).
 ATTENTION_KIND = "self"
 CAUSAL = False
-OWNED_OPTIONS = ("num_heads", "key_dim", "value_dim", "dropout", "num_kv_heads", "sliding_window", "max_length")
+OWNED_OPTIONS = TRANSFORMER_OWNED_OPTIONS + ("max_length",)  # and the longest sequence (Linformer's)
 # The rules between the arguments, declared once: the constructor enforces them and the config
-# validator reads this literal without importing Keras (zoo.catalog.model_constraints).
-CONSTRAINTS = (
-    {"rule": "one_of", "key": "positions", "values": POSITIONS},
-    {"rule": "one_of", "key": "activation", "values": ACTIVATIONS},
-    {"rule": "one_of", "key": "pooling", "values": POOLINGS},
-    {"rule": "multiple", "key": "embed_dim", "of": "num_heads",
-     "why": "each head gets d_k = embed_dim / num_heads features"},
-    {"rule": "even_quotient", "key": "embed_dim", "of": "num_heads", "when": {"positions": "rotary"},
-     "why": "rotary positions rotate pairs of each head's features"},
-    {"rule": "multiple", "key": "num_heads", "of": "num_kv_heads",
-     "why": "each key-value head serves num_heads / num_kv_heads query heads"},
-)
+# validator reads this literal without importing Keras (zoo.catalog.model_constraints): the
+# Transformer's stack's (transformer.set_stack_arguments enforces them) and the pooling's.
+CONSTRAINTS = TRANSFORMER_CONSTRAINTS + ({"rule": "one_of", "key": "pooling", "values": POOLINGS},)
 ADDED = ("sinusoidal", "learned")  # positions added to the embeddings; rotary and the score biases act in attention
 
 
@@ -52,7 +45,7 @@ def attention_takes_max_length(attention):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TransformerClassifier(keras.Model):
+class TransformerClassifier(ExportedModel):
     """The Transformer's encoder, pooled, and a dense layer onto the classes (encoder-only classification).
 
     ``x = Embedding(tokens) sqrt(d_model) (+ positions)``, then ``N`` encoder layers of
@@ -111,34 +104,19 @@ class TransformerClassifier(keras.Model):
         super().__init__(**kwargs)
         self.vocab_size = positive_int("vocab_size", vocab_size)
         self.num_classes = positive_int("num_classes", num_classes)
-        self.embed_dim = positive_int("embed_dim", embed_dim)
-        self.intermediate_dim = positive_int("intermediate_dim", intermediate_dim)
-        self.num_layers = positive_int("num_layers", num_layers)
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.dropout = rate("dropout", dropout)
-        self.attention_dropout = rate("attention_dropout", attention_dropout)
-        self.positions = choice("positions", positions, POSITIONS)
-        self.max_length = positive_int("max_length", max_length)
-        self.norm_first = boolean("norm_first", norm_first)
-        self.activation = choice("activation", activation, ACTIVATIONS)
+        transformer.set_stack_arguments(self, embed_dim, intermediate_dim, num_layers, num_heads, dropout,
+                                        attention_dropout, positions, max_length, norm_first, activation,
+                                        num_kv_heads, attention_window)
         self.pooling = choice("pooling", pooling, POOLINGS)
-        self.num_kv_heads = positive_int("num_kv_heads", num_kv_heads, allow_none=True)
-        self.attention_window = positive_int("attention_window", attention_window, allow_none=True)
         self.attention = str(attention)
         self.attention_options = dict(attention_options or {})
         if attention_takes_max_length(self.attention):  # Linformer's E, F: the model's longest input
             self.attention_options["max_length"] = self.max_length + (self.pooling == "cls")
-        enforce(CONSTRAINTS, embed_dim=embed_dim, num_heads=num_heads, positions=positions, num_kv_heads=num_kv_heads)
 
         dtype = self.dtype_policy
-        init = keras.initializers.RandomNormal(stddev=embed_dim ** -0.5)  # as the Transformer's
-        self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding", embeddings_initializer=init,
-                                                dtype=dtype)
-        self.position_layer = None
-        if self.positions == "learned":
-            self.position_layer = zoo_attention.create("learned", max_length=max_length, name="positions", dtype=dtype)
-        elif self.positions == "sinusoidal":
-            self.position_layer = zoo_attention.create("sinusoidal", name="positions", dtype=dtype)
+        self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding", dtype=dtype,
+                                                embeddings_initializer=transformer.embedding_initializer(embed_dim))
+        self.position_layer = transformer.added_positions(self.positions, max_length, "positions", dtype)
         self.score_bias = self._score_bias(dtype)
         self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout", dtype=dtype)
         layer_class = transformer._EncoderLayer
@@ -189,18 +167,6 @@ class TransformerClassifier(keras.Model):
         self.output_projection.build((None, self.embed_dim))
         self.built = True
 
-    @property
-    def _default_save_signature(self):
-        # Keras (TensorFlow backend) would trace ``call`` as a serving function whenever a SavedModel
-        # holds this model; the exported entry point is zoo.export.classifier's ``classify``.
-        return None
-
-    def ensure_built(self):
-        """Builds the weights (their shapes do not depend on the data) if not built yet."""
-        if not self.built:
-            self.build(None)
-        return self
-
     def build_from_config(self, config):  # a loaded .keras file: build, then the weights are set
         self.ensure_built()
 
@@ -217,13 +183,7 @@ class TransformerClassifier(keras.Model):
         if self.position_layer is not None:
             x = self.position_layer(x)
         x = self.embedding_dropout(x, training=training)
-        attention_mask = ops.expand_dims(mask, 1)  # [B, 1, T']: keys only
-        maps = []
-        for layer in self.encoder_layers:
-            x, weights = layer(x, attention_mask, training=training)
-            maps.append(weights)
-        if self.norm_first:
-            x = self.encoder_norm(x)
+        x, maps = transformer.encoder_stack(self, x, mask, training=training)
         return x, mask, maps
 
     def classify(self, tokens, training=None):
