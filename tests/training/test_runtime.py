@@ -72,49 +72,38 @@ def test_device_auto_says_what_it_picked_and_gpu_without_one_is_an_error(capsys)
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
-def _in_fresh_process(code: str, refused_call: str):
-    """``(stdout lines, refusal lines)`` of ``code`` run in a new Python, then ``refused_call``, whose
-    ConfigError is printed as one ``refused ...`` line."""
+def test_engine_settings_apply_in_a_fresh_process_and_are_refused_once_tensorflow_runs():
+    """In one new Python, as ``setup`` does first: ``trainer.onednn=false`` sets ``TF_ENABLE_ONEDNN_OPTS=0``
+    before TensorFlow is imported, and TensorFlow runs without its oneDNN kernels; ``trainer.intra_op_threads``
+    / ``inter_op_threads`` reach TensorFlow when set before its runtime starts. Asking for another value
+    of either afterwards is one ConfigError line that names the state in force and the command, not a
+    silent no-op."""
     from conftest import run_python
 
-    code = ("from zoo.errors import ConfigError\n" + code +
-            f"try:\n    {refused_call}\nexcept ConfigError as error:\n    print('refused', error)\n")
+    code = ("import os\n"
+            "from zoo.errors import ConfigError\n"
+            "from zoo.environ import onednn_enabled, set_onednn, set_threads\n"
+            "set_onednn(False)\n"
+            "print('env', os.environ['TF_ENABLE_ONEDNN_OPTS'])\n"
+            "import tensorflow as tf\n"
+            "set_threads(1, 2)\n"
+            "t = tf.config.threading\n"
+            "print('threads', t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads())\n"
+            "print('onednn', onednn_enabled())\n"
+            "print('sum', float(tf.reduce_sum(tf.ones([3]))))\n"
+            "set_threads(1, None)\n"  # the value in force: no refusal
+            "set_onednn(False)\n"
+            "for call in (lambda: set_threads(2, None), lambda: set_onednn(True)):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except ConfigError as error:\n"
+            "        print('refused', error)\n")
     done = run_python(["-c", code], timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    return lines, [line for line in lines if line.startswith("refused ")]
-
-
-def test_thread_settings_apply_in_a_fresh_process_and_are_refused_once_tensorflow_runs():
-    """``trainer.intra_op_threads`` / ``inter_op_threads`` reach TensorFlow when set before its runtime
-    starts (as ``setup`` does first); another value afterwards is one ConfigError line, not ignored."""
-    lines, refused = _in_fresh_process(
-        "import tensorflow as tf\n"
-        "from zoo.environ import set_threads\n"
-        "set_threads(1, 2)\n"
-        "t = tf.config.threading\n"
-        "print('threads', t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads())\n"
-        "print('sum', float(tf.reduce_sum(tf.ones([3]))))\n"
-        "set_threads(1, None)\n", "set_threads(2, None)")
-    assert "threads 1 2" in lines and "sum 3.0" in lines
-    assert len(refused) == 1 and "trainer.intra_op_threads=2 cannot take effect" in refused[0]
-    assert "(with 1)" in refused[0] and "python train.py trainer.intra_op_threads=2" in refused[0]
-
-
-def test_onednn_setting_reaches_tensorflow_in_a_fresh_process_and_is_refused_once_it_runs():
-    """``trainer.onednn=false`` sets ``TF_ENABLE_ONEDNN_OPTS=0`` before TensorFlow is imported, and
-    TensorFlow runs without its oneDNN kernels; asking for them afterwards is one ConfigError line
-    that names the state in force and the command, not a silent no-op."""
-    lines, refused = _in_fresh_process(
-        "import os\n"
-        "from zoo.environ import onednn_enabled, set_onednn\n"
-        "set_onednn(False)\n"
-        "print('env', os.environ['TF_ENABLE_ONEDNN_OPTS'])\n"
-        "import tensorflow as tf\n"
-        "print('onednn', onednn_enabled())\n"
-        "print('sum', float(tf.reduce_sum(tf.ones([3]))))\n"
-        "set_onednn(False)\n", "set_onednn(True)")
-    assert "env 0" in lines and "onednn False" in lines and "sum 3.0" in lines
-    assert len(refused) == 1 and "trainer.onednn=true cannot take effect" in refused[0]
-    assert "(oneDNN is off in this process)" in refused[0]
-    assert "python train.py trainer.onednn=true" in refused[0]
+    threads, onednn = [line for line in lines if line.startswith("refused ")]
+    assert "env 0" in lines and "threads 1 2" in lines and "onednn False" in lines and "sum 3.0" in lines
+    assert "trainer.intra_op_threads=2 cannot take effect" in threads
+    assert "(with 1)" in threads and "python train.py trainer.intra_op_threads=2" in threads
+    assert "trainer.onednn=true cannot take effect" in onednn and "(oneDNN is off in this process)" in onednn
+    assert "python train.py trainer.onednn=true" in onednn
