@@ -7,7 +7,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention.base_attention import masked_softmax, register_attention
-from zoo.attention.multi_head_attention import MultiHeadAttention, write_positions
+from zoo.attention.multi_head_attention import MultiHeadAttention
 
 
 @register_attention("differential")
@@ -126,27 +126,10 @@ class DifferentialAttention(MultiHeadAttention):
     def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
              use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, score_bias=None,
              return_attention_scores=False, training=None):
-        if cache_update_index is not None and cache is None:
-            raise ValueError("`cache_update_index` needs a `cache` to write into. "
-                             f"Received: cache=None, cache_update_index={cache_update_index}")
-        if score_bias is not None and hasattr(score_bias, "value_term"):
-            raise ValueError("differential attention takes a score bias (t5, alibi) but not one with a value term "
-                             f"(relative). Received: {score_bias}")
-        start = 0 if cache_update_index is None else cache_update_index  # the queries' first position
-        queries = self.split_heads(self.query_dense(query))  # [Q_1; Q_2]: [B, H, Tq, 2d]
-        if cache is not None and cache_update_index is None:  # a memory projected once (``prepare``)
-            keys, values = cache
-        else:
-            keys, values = self.prepare(value, key)  # [K_1; K_2], V: [B, H_kv, Tv, 2d], [B, H_kv, Tv, d_v]
-            if rotary is not None:
-                keys = self.rotate(rotary, keys, start)
-            if cache is not None:  # written at their positions; the cache keeps its length L
-                keys = write_positions(cache[0], keys, cache_update_index)
-                values = write_positions(cache[1], values, cache_update_index)
-                cache = (keys, values)
-        if rotary is not None:
-            queries = self.rotate(rotary, queries, start)
-        keys, values = self.share_heads(keys), self.share_heads(values)  # [B, H, Tv, d]
+        self.refuse_value_term("differential attention", score_bias)
+        # [Q_1; Q_2], [K_1; K_2], V: [B, H, T, 2d], [B, H, T, 2d], [B, H, T, d_v], positions applied (``rotate``)
+        queries, keys, values, cache, start, _ = self.project_heads(query, value, key, cache, cache_update_index,
+                                                                    rotary)
         mask = self.combine_masks(query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
                                   query_start=cache_update_index)
         head_mask = None if mask is None else ops.expand_dims(mask, 1)
@@ -169,8 +152,7 @@ class DifferentialAttention(MultiHeadAttention):
         output = self.output_dense(self.merge_heads(heads))  # Concat(head_1', ..., head_h') W^O
         if mask is not None:  # nothing to attend to -> 0, not the output bias
             output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
-        results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
-        return results[0] if len(results) == 1 else results
+        return self.returned(output, weights, cache, return_attention_scores)
 
     def get_config(self):
         config = super().get_config()

@@ -5,12 +5,12 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention import _scorers
-from zoo.attention.base_attention import BaseAttention, masked_softmax, register_attention
+from zoo.attention.base_attention import masked_softmax, register_attention
 
 
 @register_attention("hard")
 @keras.saving.register_keras_serializable(package="zoo")
-class HardAttention(BaseAttention):
+class HardAttention(_scorers.ScoredByScorer):
     """Stochastic hard attention of Xu et al. (2015): attend to exactly one source position.
 
     ``alpha_{t,i} = softmax_i(e_{t,i})`` with ``e_{t,i} = f_att(a_i, h_{t-1})`` (Xu et al.
@@ -70,15 +70,6 @@ class HardAttention(BaseAttention):
         self.seed = checks.optional_int("seed", seed)
         self.scorer = _scorers.make_scorer(self.scoring, self.dtype_policy)
         self.seed_generator = keras.random.SeedGenerator(self.seed, name="gumbel_seed")
-
-    def build_scoring(self, query_shape, key_shape):
-        self.scorer.build(query_shape, key_shape, key_shape)
-
-    def prepare_key(self, key):
-        return self.scorer.prepare_key(key)
-
-    def score(self, query, prepared_key):
-        return self.scorer.score(query, prepared_key)
 
     def attend(self, query, value, prepared_key, mask=None, return_attention_scores=False, training=None):
         scores = self.score(query, prepared_key)  # e: [B, Tq, Tv]

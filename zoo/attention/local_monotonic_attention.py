@@ -5,7 +5,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention import _scorers
-from zoo.attention.base_attention import BaseAttention, register_attention
+from zoo.attention.base_attention import register_attention
 
 # The rule of window_size, declared once: the constructor's check and the config validator's
 # (zoo.catalog.attention_constraints, before TensorFlow starts) say the same.
@@ -15,7 +15,7 @@ CONSTRAINTS = ({"rule": "at_least", "key": "window_size", "min": 1, "integer": T
 
 @register_attention("local_m")
 @keras.saving.register_keras_serializable(package="zoo")
-class LocalMonotonicAttention(BaseAttention):
+class LocalMonotonicAttention(_scorers.ScoredByScorer):
     """Local attention of Luong et al. (2015) with monotonic alignment ``p_t = t`` (local-m).
 
     Each query step ``t`` attends only to the source window ``[p_t - D, p_t + D]``
@@ -77,15 +77,6 @@ class LocalMonotonicAttention(BaseAttention):
         self.gaussian = checks.boolean("gaussian", gaussian)
         self.renormalize = checks.boolean("renormalize", renormalize)
         self.scorer = _scorers.make_scorer(self.scoring, self.dtype_policy)
-
-    def build_scoring(self, query_shape, key_shape):
-        self.scorer.build(query_shape, key_shape, key_shape)
-
-    def prepare_key(self, key):
-        return self.scorer.prepare_key(key)
-
-    def score(self, query, prepared_key):
-        return self.scorer.score(query, prepared_key)
 
     def local_attend(self, query, value, prepared_key, positions, mask=None, return_attention_scores=False,
                      training=None):

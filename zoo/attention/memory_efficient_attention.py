@@ -5,7 +5,7 @@ from keras import ops
 
 from zoo import checks
 from zoo.attention.base_attention import large_negative, register_attention
-from zoo.attention.multi_head_attention import MultiHeadAttention, write_positions
+from zoo.attention.multi_head_attention import MultiHeadAttention
 
 
 def blocks(x, size, axis):
@@ -115,27 +115,10 @@ class MemoryEfficientAttention(MultiHeadAttention):
     def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
              use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, score_bias=None,
              return_attention_scores=False, training=None):
-        if cache_update_index is not None and cache is None:
-            raise ValueError("`cache_update_index` needs a `cache` to write into. "
-                             f"Received: cache=None, cache_update_index={cache_update_index}")
-        if score_bias is not None and hasattr(score_bias, "value_term"):
-            raise ValueError("memory_efficient attention takes a score bias (t5, alibi) but not one with a value "
-                             f"term (relative): the value term needs every weight at once. Received: {score_bias}")
-        start = 0 if cache_update_index is None else cache_update_index  # the queries' first position
-        queries = self.split_heads(self.query_dense(query))  # Q W^Q: [B, H, Tq, d_k]
-        if cache is not None and cache_update_index is None:  # a memory projected once (``prepare``)
-            keys, values = cache
-        else:
-            keys, values = self.prepare(value, key)  # K W^K, V W^V: [B, H_kv, Tv, d]
-            if rotary is not None:
-                keys = rotary(keys, start_index=start, sequence_axis=2)
-            if cache is not None:  # written at their positions; the cache keeps its length L
-                keys = write_positions(cache[0], keys, cache_update_index)
-                values = write_positions(cache[1], values, cache_update_index)
-                cache = (keys, values)
-        if rotary is not None:
-            queries = rotary(queries, start_index=start, sequence_axis=2)
-        keys, values = self.share_heads(keys), self.share_heads(values)  # [B, H, Tv, d]
+        self.refuse_value_term("memory_efficient attention", score_bias, ": the value term needs every weight at once")
+        # Q W^Q, K W^K, V W^V: [B, H, T, d], positions applied, the keys and values cached
+        queries, keys, values, cache, start, _ = self.project_heads(query, value, key, cache, cache_update_index,
+                                                                    rotary)
         tq, tv = ops.shape(queries)[2], ops.shape(keys)[2]
         key_valid = None  # [B, Tv]: the keys every query may see
         for m in (value_mask, key_mask):
@@ -169,8 +152,7 @@ class MemoryEfficientAttention(MultiHeadAttention):
         output = output * keep
         if weights is not None and query_mask is not None:
             weights = weights * ops.cast(ops.expand_dims(keep, 1), weights.dtype)
-        results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
-        return results[0] if len(results) == 1 else results
+        return self.returned(output, weights, cache, return_attention_scores)
 
     def blockwise(self, queries, keys, values, key_valid=None, pair_mask=None, causal_start=None,
                   return_weights=False, bias=None):

@@ -250,9 +250,26 @@ class MultiHeadAttention(BaseAttention):
             heads = heads + ops.cast(value_term(dropped), heads.dtype)
         return heads, weights
 
-    def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
-             use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, score_bias=None,
-             return_attention_scores=False, training=None):
+    def rotate(self, rotary, x, start):
+        """Rotary positions on heads ``x [B, H, T, d]``, the first at position ``start``."""
+        return rotary(x, start_index=start, sequence_axis=2)
+
+    @staticmethod
+    def refuse_value_term(layer_name, score_bias, why=""):
+        """Raises, naming ``layer_name`` and ``why``, for a score bias with a value term (relative:
+        Shaw's ``sum_j alpha_ij a^V_ij``), which a layer without one weight matrix to hand the term
+        (differential's two maps, memory_efficient's blocks) cannot add."""
+        if score_bias is not None and hasattr(score_bias, "value_term"):
+            raise ValueError(f"{layer_name} takes a score bias (t5, alibi) but not one with a value term "
+                             f"(relative){why}. Received: {score_bias}")
+
+    def project_heads(self, query, value, key=None, cache=None, cache_update_index=None, rotary=None):
+        """``Q W^Q``, ``K W^K``, ``V W^V``, heads first, positions applied: ``(queries [B, H, Tq, d_k],
+        keys [B, H, Tv, d_k], values [B, H, Tv, d_v], cache, start, key_start)``. The keys and values
+        are ``cache`` as it is (a memory projected once, ``prepare``), or projected here and, with a
+        ``cache``, written into it at ``cache_update_index`` (with a sliding window, the rolling
+        cache's ``L`` positions before); each key-value head then serves its query heads (GQA).
+        ``start``, ``key_start``: the positions of the first query and of the first key."""
         if cache_update_index is not None and cache is None:
             raise ValueError("`cache_update_index` needs a `cache` to write into. "
                              f"Received: cache=None, cache_update_index={cache_update_index}")
@@ -264,7 +281,7 @@ class MultiHeadAttention(BaseAttention):
         else:
             keys, values = self.prepare(value, key)  # K W^K, V W^V: [B, H_kv, Tv, d]
             if rotary is not None:
-                keys = rotary(keys, start_index=start, sequence_axis=2)
+                keys = self.rotate(rotary, keys, start)
             if cache is not None and self.sliding_window is not None:  # rolling: the L positions before
                 length = cache[0].shape[2]
                 keys = ops.concatenate([ops.cast(cache[0], keys.dtype), keys], axis=2)
@@ -276,8 +293,21 @@ class MultiHeadAttention(BaseAttention):
                 values = write_positions(cache[1], values, cache_update_index)
                 cache = (keys, values)
         if rotary is not None:
-            queries = rotary(queries, start_index=start, sequence_axis=2)
+            queries = self.rotate(rotary, queries, start)
         keys, values = self.share_heads(keys), self.share_heads(values)  # [B, H, Tv, d]
+        return queries, keys, values, cache, start, key_start
+
+    @staticmethod
+    def returned(output, weights, cache, return_attention_scores):
+        """What ``call`` returns: ``output``, then the weights if asked for, then the cache if one was given."""
+        results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
+        return results[0] if len(results) == 1 else results
+
+    def call(self, query, value, key=None, *, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
+             use_causal_mask=False, cache=None, cache_update_index=None, rotary=None, score_bias=None,
+             return_attention_scores=False, training=None):
+        queries, keys, values, cache, start, key_start = self.project_heads(query, value, key, cache,
+                                                                            cache_update_index, rotary)
         if self.sliding_window is not None:
             band = self.window_mask(ops.shape(queries)[2], ops.shape(keys)[2], start, key_start)
             attention_mask = band if attention_mask is None else ops.logical_and(
@@ -296,8 +326,7 @@ class MultiHeadAttention(BaseAttention):
         output = self.output_dense(self.merge_heads(heads))  # Concat(head_1, ..., head_h) W^O
         if mask is not None:  # nothing to attend to -> 0, not the output bias
             output = output * ops.cast(ops.expand_dims(ops.any(mask, axis=-1), -1), output.dtype)
-        results = (output,) + ((weights,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
-        return results[0] if len(results) == 1 else results
+        return self.returned(output, weights, cache, return_attention_scores)
 
     def window_mask(self, tq, tv, start=0, key_start=0):
         """``[1, Tq, Tv]`` bool: query ``i`` (position ``start + i``) sees key ``j`` (position

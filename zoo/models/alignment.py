@@ -24,6 +24,17 @@ def create_alignment_attention(model_name, attention, options, dtype=None):
     return zoo.attention.create(attention, name="attention", dtype=dtype, **options)
 
 
+def step_shapes(hidden_size, memory_dim):
+    """What an RNN decoder builds its alignment attention for: one step's query ``[B, 1, H]`` (the
+    decoder state, ``H = hidden_size``) and the memory ``[B, Ts, memory_dim]``."""
+    return (None, 1, hidden_size), (None, None, memory_dim)
+
+
+def context_width(attention, hidden_size, memory_dim):
+    """The width of the context ``attention`` gives such a decoder, known without building."""
+    return attention.compute_output_shape(*step_shapes(hidden_size, memory_dim))[-1]
+
+
 def takes_positions(attention):
     """True if the layer's ``attend`` takes the query position (``position_offset``), e.g. local-m."""
     return "position_offset" in inspect.signature(attention.attend).parameters

@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 import zoo.attention
-from zoo import checks
 from zoo.models.readers.qa_model import (
     QAModel,
     make_word_encoder,
@@ -12,7 +11,7 @@ from zoo.models.readers.qa_model import (
     read_both,
     words_to_sentences,
 )
-from zoo.models.recurrent.rnn import CELL_RULE, RNN_CELLS
+from zoo.models.recurrent.rnn import CELL_RULE
 from zoo.models.registry import register_model
 
 CONSTRAINTS = CELL_RULE  # the declared rules, read by the validator (zoo.catalog)
@@ -46,13 +45,8 @@ class AoAReader(QAModel):
 
     def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", generator=True, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = checks.positive_int("vocab_size", vocab_size)
-        self.embed_dim = checks.positive_int("embed_dim", embed_dim)
-        self.hidden_size = checks.positive_int("hidden_size", hidden_size)
-        self.cell = checks.choice("cell", cell, RNN_CELLS)
+        make_word_encoder(self, vocab_size, memory_size, embed_dim, hidden_size, cell)
         self.generator = bool(generator)
-        self.memory_size = checks.positive_int("memory_size", memory_size)
-        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.aoa = zoo.attention.create("attention_over_attention", name="aoa")
         if self.generator:
             self.vocabulary_head = keras.layers.Dense(self.vocab_size, name="vocabulary_head")

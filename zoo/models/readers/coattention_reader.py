@@ -12,7 +12,7 @@ from zoo.models.readers.qa_model import (
     read_both,
     words_to_sentences,
 )
-from zoo.models.recurrent.rnn import CELL_RULE, RNN_CELLS
+from zoo.models.recurrent.rnn import CELL_RULE
 from zoo.models.registry import register_model
 
 # The declared rules, read by the validator without importing (zoo.catalog).
@@ -39,14 +39,9 @@ class CoAttentionReader(QAModel):
 
     def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", mode="parallel", units=32, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = checks.positive_int("vocab_size", vocab_size)
-        self.embed_dim = checks.positive_int("embed_dim", embed_dim)
-        self.hidden_size = checks.positive_int("hidden_size", hidden_size)
-        self.cell = checks.choice("cell", cell, RNN_CELLS)
+        make_word_encoder(self, vocab_size, memory_size, embed_dim, hidden_size, cell)
         self.mode = checks.choice("mode", mode, MODES)
         self.units = checks.positive_int("units", units)
-        self.memory_size = checks.positive_int("memory_size", memory_size)
-        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.co_attention = zoo.attention.create("co_attention", units=self.units, mode=self.mode, name="co_attention")
         self.hidden = keras.layers.Dense(2 * self.hidden_size, activation="tanh", name="hidden")
         self.output_layer = keras.layers.Dense(self.vocab_size, name="output")

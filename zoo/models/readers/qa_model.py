@@ -3,8 +3,11 @@
 import keras
 from keras import ops
 
+from zoo import checks
+from zoo.models.exported_model import ExportedModel
 
-class QAModel(keras.Model):
+
+class QAModel(ExportedModel):
     """Reads a story in the light of a question and scores every word of the vocabulary as the answer.
 
     Subclasses implement ``read(story, question, training)`` -> dict:
@@ -24,11 +27,8 @@ class QAModel(keras.Model):
     hops = 1
     has_word_attention = False
 
-    @property
-    def _default_save_signature(self):
-        return None  # the exported entry points are the reader's (zoo.export.reader)
-
     def ensure_built(self):
+        """Builds the weights by reading a story of one word (its layers learn their sizes from a call)."""
         if not self.built:
             self((ops.ones((1, 2, 2), "int32"), ops.ones((1, 2), "int32")))
         return self
@@ -73,12 +73,18 @@ def words_to_sentences(word_weights, shape):
 
 
 def make_word_encoder(model, vocab_size, memory_size, embed_dim, hidden_size, cell="gru"):
-    """Sets ``model.embedding``, ``model.encoder`` (a bidirectional ``cell`` RNN, ``hidden_size`` per
-    direction, shared by the story's sentences and the question as in Cui et al. 2017) and
-    ``model.temporal`` (an embedding of each sentence's age, as Sukhbaatar et al. 2015's temporal
-    encoding)."""
-    from zoo.models.recurrent.rnn import make_rnn
+    """Validates the word encoder's arguments and sets them on ``model`` (``model.vocab_size``,
+    ``memory_size``, ``embed_dim``, ``hidden_size``, ``cell``), then sets ``model.embedding``,
+    ``model.encoder`` (a bidirectional ``cell`` RNN, ``hidden_size`` per direction, shared by the
+    story's sentences and the question as in Cui et al. 2017) and ``model.temporal`` (an embedding of
+    each sentence's age, as Sukhbaatar et al. 2015's temporal encoding)."""
+    from zoo.models.recurrent.rnn import RNN_CELLS, make_rnn
 
+    model.vocab_size = vocab_size = checks.positive_int("vocab_size", vocab_size)
+    model.embed_dim = embed_dim = checks.positive_int("embed_dim", embed_dim)
+    model.hidden_size = hidden_size = checks.positive_int("hidden_size", hidden_size)
+    model.cell = cell = checks.choice("cell", cell, RNN_CELLS)
+    model.memory_size = memory_size = checks.positive_int("memory_size", memory_size)
     model.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding", dtype=model.dtype_policy)
     model.encoder = make_rnn(cell, hidden_size, "encoder", bidirectional=True, dtype=model.dtype_policy)
     model.temporal = keras.layers.Embedding(memory_size, 2 * hidden_size, name="temporal",

@@ -8,7 +8,7 @@ from zoo import checks
 from zoo.attention.base_attention import masked_softmax
 from zoo.attention.input_attention import COMBINATIONS
 from zoo.models.readers.qa_model import QAModel, make_word_encoder, read_both
-from zoo.models.recurrent.rnn import CELL_RULE, RNN_CELLS
+from zoo.models.recurrent.rnn import CELL_RULE
 from zoo.models.registry import register_model
 
 # The declared rules, read by the validator without importing (zoo.catalog).
@@ -69,14 +69,9 @@ class RelationReader(QAModel):
     def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", combination="concatenation",
                  mlp_units=64, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = checks.positive_int("vocab_size", vocab_size)
-        self.embed_dim = checks.positive_int("embed_dim", embed_dim)
-        self.hidden_size = checks.positive_int("hidden_size", hidden_size)
-        self.cell = checks.choice("cell", cell, RNN_CELLS)
+        make_word_encoder(self, vocab_size, memory_size, embed_dim, hidden_size, cell)
         self.combination = checks.choice("combination", combination, COMBINATIONS)
         self.mlp_units = checks.positive_int("mlp_units", mlp_units)
-        self.memory_size = checks.positive_int("memory_size", memory_size)
-        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.entity_pointers = keras.layers.Dense(2, use_bias=False, name="entity_pointers")
         self.word_projection = keras.layers.Dense(self.embed_dim, use_bias=False, name="word_projection")
         self.input_attention = zoo.attention.create("input_attention", combination=self.combination,

@@ -6,7 +6,7 @@ from keras import ops
 import zoo.attention
 from zoo import checks
 from zoo.models.readers.qa_model import QAModel, make_word_encoder, read_both
-from zoo.models.recurrent.rnn import CELL_RULE, RNN_CELLS
+from zoo.models.recurrent.rnn import CELL_RULE
 from zoo.models.registry import register_model
 
 CONSTRAINTS = CELL_RULE  # the declared rules, read by the validator (zoo.catalog)
@@ -35,16 +35,11 @@ class SelfAttentiveReader(QAModel):
     def __init__(self, vocab_size, memory_size, embed_dim=32, hidden_size=32, cell="gru", units=32, hops=4, penalty=0.1,
                  mlp_units=64, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = checks.positive_int("vocab_size", vocab_size)
-        self.embed_dim = checks.positive_int("embed_dim", embed_dim)
-        self.hidden_size = checks.positive_int("hidden_size", hidden_size)
-        self.cell = checks.choice("cell", cell, RNN_CELLS)
+        make_word_encoder(self, vocab_size, memory_size, embed_dim, hidden_size, cell)
         self.units = checks.positive_int("units", units)
         self.hops = checks.positive_int("hops", hops)
         self.penalty = checks.non_negative_float("penalty", penalty)
         self.mlp_units = checks.positive_int("mlp_units", mlp_units)
-        self.memory_size = checks.positive_int("memory_size", memory_size)
-        make_word_encoder(self, self.vocab_size, self.memory_size, self.embed_dim, self.hidden_size, self.cell)
         self.self_attentive = zoo.attention.create("self_attentive", units=self.units, hops=self.hops,
                                                    penalty=self.penalty, name="self_attentive")
         self.mlp = keras.layers.Dense(self.mlp_units, activation="relu", name="mlp")

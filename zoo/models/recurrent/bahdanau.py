@@ -121,7 +121,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
             layer.build((None, None, memory_dim))
         for bridge in [self.bridge, *self.extra_bridges]:
             bridge.build((None, memory_dim))
-        self.attention.build(*self._attention_shapes)
+        self.attention.build(*alignment.step_shapes(self.hidden_size, self.memory_dim))  # s_{i-1}, h
         self.decoder_cell.build((None, self.embed_dim + self.context_dim))
         for cell in self.decoder_stack:
             cell.build((None, self.hidden_size))
@@ -131,14 +131,9 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         self.built = True
 
     @property
-    def _attention_shapes(self):
-        """The attention's query ``[B, 1, H]`` (``s_{i-1}``) and memory ``[B, Ts, memory_dim]`` shapes."""
-        return (None, 1, self.hidden_size), (None, None, self.memory_dim)
-
-    @property
     def context_dim(self):
         """``C``, the width of the context ``c_i`` (known without building)."""
-        return self.attention.compute_output_shape(*self._attention_shapes)[-1]
+        return alignment.context_width(self.attention, self.hidden_size, self.memory_dim)
 
     def encode(self, source, training=None):
         mask = rnn.source_mask(source)

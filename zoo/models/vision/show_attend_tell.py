@@ -131,7 +131,7 @@ class ShowAttendTell(Seq2SeqModel):
             channels_in = conv.filters
         for layer in (self.init_h, self.init_c):
             layer.build((None, self.memory_dim))
-        self.attention.build(*self._attention_shapes)
+        self.attention.build(*alignment.step_shapes(self.hidden_size, self.memory_dim))  # h_{t-1}, a
         self.gate.build((None, self.hidden_size))
         self.target_embedding.build((None,))
         self.decoder_cell.build((None, self.embed_dim + self.context_dim))
@@ -141,14 +141,9 @@ class ShowAttendTell(Seq2SeqModel):
         self.built = True
 
     @property
-    def _attention_shapes(self):
-        """The attention's query ``[B, 1, H]`` (``h_{t-1}``) and memory ``[B, L, D]`` shapes."""
-        return (None, 1, self.hidden_size), (None, None, self.memory_dim)
-
-    @property
     def context_dim(self):
         """The width of ``z_t`` (``D`` for additive attention)."""
-        return self.attention.compute_output_shape(*self._attention_shapes)[-1]
+        return alignment.context_width(self.attention, self.hidden_size, self.memory_dim)
 
     @property
     def feature_size(self):
