@@ -763,10 +763,60 @@ def bench_rounds(cfg: Any, size: str, key: str) -> int:
     return int(own if own is not None else OmegaConf.select(cfg, BENCH_SIZE_COUNTS[key]))
 
 
+# The peers ``python -m zoo.bench lengths=[...]`` measures beside the zoo's self-attentions (zoo.bench.lengths).
+LENGTH_REFERENCES = {"keras_mha": "keras.layers.MultiHeadAttention"}
+
+
+def bench_lengths_problems(cfg: Any) -> List[str]:
+    """``python -m zoo.bench lengths=[...]``: the lengths (at least two different positive integers, for a
+    growth exponent) and ``length_bench``'s attentions, references, sizes, counts, limits and options."""
+    check = _Checker(cfg)
+    lengths = cfg.get("lengths")
+    shown = OmegaConf.to_container(lengths) if OmegaConf.is_list(lengths) else lengths
+    if not (OmegaConf.is_list(lengths) and all(_is_int(t) and t >= 1 for t in lengths)
+            and len(set(lengths)) >= 2):
+        check.add(f"lengths={shown!r} is not valid: expected a list of at least two different integers >= 1, "
+                  f"e.g. lengths=[256,1024,4096,16384] (default: null, the full bench).")
+    allowed = catalog.self_attentions()
+    for key, names in (("length_bench.attentions", allowed), ("length_bench.targets.linear_time", allowed),
+                       ("length_bench.references", list(LENGTH_REFERENCES))):
+        value = check.get(key)
+        for name in (value if OmegaConf.is_list(value) else [] if value is None else [value]):
+            if name not in names:
+                check.add(f"{key}: '{name}' is not valid. Available: {', '.join(names)}")
+    for key in ("batch", "d_model", "num_heads", "repeats"):
+        check.positive_int(f"length_bench.{key}")
+    heads, width = check.get("length_bench.num_heads"), check.get("length_bench.d_model")
+    if _is_int(heads) and _is_int(width) and heads > 0 and width > 0 and width % heads:
+        check.add(f"length_bench.d_model={width} is not valid: expected a multiple of length_bench.num_heads "
+                  f"({heads}).")
+    check.rule("length_bench.repeat_budget_s", lambda v: _is_number(v) and v >= 0, "a number >= 0")
+    check.rule("length_bench.time_limit_s", lambda v: _is_number(v) and v > 0, "a number > 0")
+    check.rule("length_bench.memory_limit_mb", lambda v: _is_number(v) and v > 0, "a number > 0", optional=True)
+    for name, given in (check.get("length_bench.options") or {}).items():
+        if name not in allowed:
+            check.add(f"length_bench.options.{name}: '{name}' is not valid. Available: {', '.join(allowed)}")
+            continue
+        known = [k for k in OmegaConf.load(CONF_DIR / "attention" / f"{name}.yaml") if k not in ("name", "kind")]
+        for key in given or {}:
+            if key not in known or key == "num_heads":
+                check.add(f"length_bench.options.{name}.{key} is not valid. Available: "
+                          f"{', '.join(k for k in known if k != 'num_heads')} (conf/attention/{name}.yaml; "
+                          f"num_heads is length_bench.num_heads)")
+    for mode in cfg.get("kernels") or []:
+        if mode not in kernels.MODES:
+            check.add(f"kernels: '{mode}' is not valid. Available: {', '.join(kernels.MODES)} "
+                      f"(default: [fast, reference])")
+    process_problems(check)
+    return check.found
+
+
 def bench_problems(cfg: Any) -> List[str]:
     """``python -m zoo.bench`` settings (``conf/bench.yaml`` composed with the command line), checked before
     TensorFlow starts: sizes and the corpora they read, models, counts, and the ``input_wait`` training
-    command line."""
+    command line; with ``lengths``, what ``bench_lengths_problems`` checks instead."""
+    if cfg.get("lengths") is not None:
+        return bench_lengths_problems(cfg)
     found = []
     sizes = list(cfg.get("sizes") or [])
     for size in sizes:

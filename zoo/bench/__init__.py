@@ -25,6 +25,13 @@ figure), judged with ``kernels=fast``, the other modes' figures beside it; the r
 ``output_dir`` (``results.json``, ``report.md``), to ``docs_page`` (``docs/benchmarks.md``, headed by
 the command line, date and machine) and to the MLflow experiment ``bench`` with the machine's
 description. Speed targets live here, never in unit tests.
+
+``python -m zoo.bench lengths=[256,1024,4096,16384]`` runs instead the cost of one self-attention
+layer as the length grows (``zoo.bench.lengths``, ``length_bench`` in ``conf/bench.yaml``): time and
+peak memory of every Transformer self-attention and ``keras.layers.MultiHeadAttention``, each length
+in a fresh process, their growth exponents and targets, a log-log figure, its own section of
+``docs_page`` (``report.write_section``; the full run keeps it, ``report.write_page``) and a run in
+the MLflow experiment ``bench``.
 """
 
 from __future__ import annotations
@@ -184,7 +191,7 @@ def run(cfg, command: Optional[str] = None) -> Dict[str, object]:
     if cfg.get("docs_page"):
         page = Path(str(cfg.docs_page))
         page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(reports.docs_page(results, text), encoding="utf-8")
+        reports.write_page(page, reports.docs_page(results, text))  # the lengths section kept
         written.append(page)
     _say(f"written: {', '.join(map(str, written))}; MLflow experiment 'bench', run {results['run_id']}")
     return results
@@ -220,9 +227,14 @@ def main(argv=None) -> Dict[str, object]:
             print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
             raise SystemExit(2) from None
         raise
-    found = bench_problems(cfg) + problems(cfg)
+    found = bench_problems(cfg) + ([] if cfg.get("lengths") is not None else problems(cfg))
     if found:
         for line in found:
             print(f"error: {line}", file=sys.stderr)
         raise SystemExit(2)
-    return run(cfg, shlex.join(["python", "-m", "zoo.bench", *args]))
+    command = shlex.join(["python", "-m", "zoo.bench", *args])
+    if cfg.get("lengths") is not None:
+        from zoo.bench import lengths
+
+        return lengths.run(cfg, command)
+    return run(cfg, command)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import statistics
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 REFERENCE_OF = {"transformer": "keras_transformer", "luong": "tutorial_rnn"}
@@ -250,6 +252,40 @@ def docs_page(results: Dict[str, object], text: str) -> str:
     body = text.replace("# zoo.bench", "# Benchmarks", 1)
     return (f"_Written by `{results['command']}` on {machine['date']}, {machine['cpu']} ({machine['cores']} "
             f"cores); rerun it to update this page, do not edit it by hand._\n\n{body}")
+
+
+# A page's sections that other writers own: ``<!-- name -->`` ... ``<!-- /name -->`` (``write_section``),
+# kept where they are by each writer of the rest (``write_page``).
+_SECTION = re.compile(r"<!-- (?!/)([^>]+?) -->\n.*?<!-- /\1 -->\n?", re.S)
+
+
+def _marked(name: str, body: str) -> str:
+    return f"<!-- {name} -->\n{body.rstrip()}\n<!-- /{name} -->\n"
+
+
+def sections(text: str) -> Dict[str, str]:
+    """The marked sections of a page's ``text``, ``{name: the section with its marks}``."""
+    return {match.group(1): match.group(0) for match in _SECTION.finditer(text)}
+
+
+def write_section(page: Path, name: str, body: str) -> None:
+    """Writes ``body`` as ``page``'s section ``name``: in place of that section where the page has it,
+    else at its end; the rest of the page as it was."""
+    old = page.read_text(encoding="utf-8") if page.is_file() else ""
+    found = sections(old).get(name)
+    if found is not None:
+        new = old.replace(found, _marked(name, body), 1)
+    else:
+        new = (old.rstrip() + "\n\n" if old.strip() else "") + _marked(name, body)
+    page.write_text(new, encoding="utf-8")
+
+
+def write_page(page: Path, text: str) -> None:
+    """Writes ``text`` as ``page``, followed by the marked sections the page already has (another
+    writer's, as ``python -m zoo.bench lengths=[...]``'s), each kept as it was."""
+    old = page.read_text(encoding="utf-8") if page.is_file() else ""
+    kept = [block for name, block in sections(old).items() if name not in sections(text)]
+    page.write_text(text.rstrip() + "\n" + "".join("\n" + block for block in kept), encoding="utf-8")
 
 
 def _metric_name(text: str) -> str:
