@@ -10,7 +10,7 @@ from conftest import ROOT, compose, run_python
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer"),
+    (["model=nope"], "Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, listen_attend_spell, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer"),
     (["trainer.epochs=abc"], "trainer.epochs='abc' is not valid: expected an integer"),
     (["data=fra"], f"Unknown data 'fra'. Available: {', '.join(catalog.datasets())}"),
     (["trainer.epochz=3"], "Unknown key 'trainer.epochz'. Keys in trainer: epochs,"),
@@ -42,7 +42,7 @@ def test_precheck_accepts_good_command_lines(argv):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["model=nope"], "error: Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer, transformer_classifier"),
+    (["model=nope"], "error: Unknown model 'nope'. Available: aoa_reader, bahdanau, coattention_reader, listen_attend_spell, luong, memory_network, nadaraya_watson, relation_reader, self_attentive_reader, seq2seq, show_attend_tell, transformer, transformer_classifier"),
     (["trainer.epochs=abc"], "error: trainer.epochs='abc' is not valid: expected an integer (default: 20)."),
 ])
 def test_train_py_exits_with_one_line_and_no_traceback(argv, expected):
@@ -126,15 +126,18 @@ def test_declared_size_rules_are_read_without_importing_and_used_by_the_construc
 
 
 
-def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_alike():
+def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_alike(tmp_path):
     """Every ``one_of`` rule a model declares (cell, positions, activation, encoding, mode,
     combination): the validator refuses a wrong value with the allowed ones and the nearest, and
     the constructor, through the training stage, refuses the same value with one line."""
     import inspect
+    import zipfile
 
     from zoo.errors import ConfigError
     from zoo.training.model import create_model
 
+    with zipfile.ZipFile(tmp_path / "fsdd.zip", "w") as archive:  # the validator reads its directory only
+        archive.writestr("recordings/0_ann_0.wav", b"")
     seen = set()
     for name in catalog.models():
         for rule in catalog.model_constraints(name):
@@ -144,7 +147,8 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
             defaults = yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
             seen.add(key)
             data = {"qa": ["data=story_qa"], "regression": ["data=kernel_regression"],
-                    "classify": ["data=listops"]}.get(catalog.model_task(name), [])
+                    "classify": ["data=listops"],
+                    "speech": ["data=spoken_digits", f"data.path={tmp_path / 'fsdd.zip'}"]}.get(catalog.model_task(name), [])
             message = precheck([f"model={name}", *data, f"model.{key}={allowed[0]}x"])
             assert message == (f"model.{key}='{allowed[0]}x' is not valid: expected one of "
                                f"{', '.join(repr(a) for a in allowed)}; e.g. model.{key}={allowed[0]} "
@@ -154,7 +158,7 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
 
             wanted = inspect.signature(zoo.models.MODELS.get(name)).parameters
             sizes = {k: 9 for k in ("source_vocab_size", "target_vocab_size", "vocab_size", "memory_size",
-                                    "num_classes") if k in wanted}
+                                    "num_classes", "num_mels") if k in wanted}
             with pytest.raises(ConfigError, match=rf"^model\.{key}='{allowed[0]}x' is not valid for model={name}: "
                                                   rf"expected one of '{allowed[0]}', "):
                 create_model(name, **sizes, **{key: f"{allowed[0]}x"})

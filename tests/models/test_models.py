@@ -58,6 +58,8 @@ def data_sizes(name):
         return {"vocab_size", "num_classes"}
     if zoo.models.MODELS.meta(name).get("task") == "image":  # tests/models/test_vision.py
         return {"target_vocab_size"}
+    if zoo.models.MODELS.meta(name).get("task") == "speech":  # tests/models/test_audio.py
+        return {"target_vocab_size", "num_mels"}
     return set()
 
 

@@ -9,6 +9,12 @@ import tensorflow as tf
 from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
+def _as_source(part):
+    """A source tensor as models read it: integers (token ids, image pixels) as int32, floats as they are."""
+    part = tf.convert_to_tensor(part)
+    return tf.cast(part, tf.int32) if part.dtype.is_integer else part
+
+
 def decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, scores=True):
     """Runs ``decode_step`` until every sequence produced ``<eos>`` or ``max_length`` steps.
 
@@ -20,8 +26,9 @@ def decode_loop(model, source, max_length, choose, bos_id=BOS_ID, eos_id=EOS_ID,
     while-loop variable is not pruned, so a caller that drops it says so and the loop
     leaves out its pass over the ``[B, V]`` logits.
     """
-    source = tf.cast(source, tf.int32)
-    batch = tf.shape(source)[0]
+    # a tensor, or a tuple of them (audio: features and their frame counts)
+    source = tuple(map(_as_source, source)) if isinstance(source, tuple) else _as_source(source)
+    batch = tf.shape(source[0] if isinstance(source, tuple) else source)[0]
     model.ensure_built()
     memory = model.encode(source, training=False)
     max_length = tf.cast(max_length, tf.int32)

@@ -3,7 +3,8 @@
 ``train`` checks the config once (unless the entry point has), resolves it, picks the task kind the
 model and data name (``seq2seq``: ``TranslationKind`` below; ``qa``: ``zoo.training.qa.QAKind``;
 ``regression``: ``zoo.training.regression.RegressionKind``; ``classify``:
-``zoo.training.classify.ClassifyKind``; ``image``: ``zoo.training.image.ImageKind``) and hands both to the one run lifecycle,
+``zoo.training.classify.ClassifyKind``; ``image``: ``zoo.training.image.ImageKind``; ``speech``:
+``zoo.training.speech.SpeechKind``) and hands both to the one run lifecycle,
 ``zoo.training.lifecycle.run``.
 """
 
@@ -50,7 +51,7 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
     kernels.use(cfg.get("kernels", kernels.FAST))  # zoo/fast's speed-ups or the plain reference path
     example_pairs = parse_examples(cfg.get("examples"), cfg.get("examples_bleu_k", 2))
     task = cfg.model.get("task", "seq2seq")
-    if example_pairs and task in ("regression", "qa", "classify", "image"):
+    if example_pairs and task in ("regression", "qa", "classify", "image", "speech"):
         raise ConfigError(f"examples need a translation model; model={cfg.model.name} is a "
                           f"{cfg.model.task} model.")
     quiet_tensorflow()
@@ -71,6 +72,10 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
         from zoo.training.image import ImageKind
 
         kind = ImageKind(cfg)
+    elif task == "speech":
+        from zoo.training.speech import SpeechKind
+
+        kind = SpeechKind(cfg)
     else:
         kind = TranslationKind(cfg, example_pairs)
     return lifecycle.run(cfg, kind, on_epoch)
