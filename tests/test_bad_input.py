@@ -100,6 +100,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model=aoa_reader", "data=story_qa", "data.max_sentences=60"], ["data.max_sentences=60", "at most 50"]),
     (["model=transformer", "model.activation=swish"], ["model.activation='swish'", "'gelu'"]),
     (["model=memory_network", "data=story_qa", "model.encoding=pos"], ["model.encoding='pos'", "model.encoding=position"]),
+    (["model=show_attend_tell", "data=digit_strings", "model.attention_mode=sharp"],
+     ["model.attention_mode='sharp'", "'soft', 'hard'", "model.attention_mode=hard"]),
     (["data=tatoeba", "data.path=/nonexistent.zip"], ["data.path=/nonexistent.zip", "does not exist"]),
     (["model=transformer_classifier", "data=listops", "data.path=/nonexistent/listops"],
      ["data.path=/nonexistent/listops", "does not exist", "basic_train.tsv"]),

@@ -75,17 +75,11 @@ class HardAttention(_scorers.ScoredByScorer):
         scores = self.score(query, prepared_key)  # e: [B, Tq, Tv]
         weights = masked_softmax(scores, mask)  # alpha
         if training:
-            uniform = keras.random.uniform(ops.shape(scores), minval=1e-7, maxval=1.0, dtype=scores.dtype,
-                                           seed=self.seed_generator)
-            gumbel = -ops.log(-ops.log(uniform))
+            gumbel = gumbel_noise(ops.shape(scores), scores.dtype, self.seed_generator)
             soft = masked_softmax((scores + gumbel) / ops.cast(self.temperature, scores.dtype), mask)
         else:
             soft = weights
-        index = ops.argmax(soft, axis=-1)  # [B, Tq]
-        positions = ops.arange(ops.shape(scores)[-1], dtype=index.dtype)
-        hard = ops.cast(ops.equal(ops.expand_dims(index, -1), positions), soft.dtype)
-        if mask is not None:  # a row with nothing to attend to selects nothing
-            hard = hard * ops.cast(ops.any(ops.cast(mask, "bool"), axis=-1, keepdims=True), hard.dtype)
+        hard = one_hot_argmax(soft, mask)
         if training:
             hard = hard + (soft - ops.stop_gradient(soft))  # straight-through: forward hard, backward soft
         output = ops.matmul(ops.cast(hard, value.dtype), value)
@@ -98,3 +92,45 @@ class HardAttention(_scorers.ScoredByScorer):
         config.pop("dropout")
         config.update({"scoring": self.scoring, "temperature": self.temperature, "seed": self.seed})
         return config
+
+
+def gumbel_noise(shape, dtype, seed):
+    """``g = -log(-log u)``, ``u ~ U(0, 1)``: standard Gumbel noise of ``shape``.
+
+    With it, ``argmax_i(log alpha_i + g_i)`` is a sample of ``Multinoulli(alpha)`` (the Gumbel-max
+    trick), as is ``argmax_i(e_i + g_i)`` for ``alpha = softmax(e)``.
+
+    Args:
+        shape: the noise's shape (e.g. ``[B, Tq, Tv]``).
+        dtype: its float dtype.
+        seed: a ``keras.random.SeedGenerator`` (or an int, or None).
+    """
+    uniform = keras.random.uniform(shape, minval=1e-7, maxval=1.0, dtype=dtype, seed=seed)
+    return -ops.log(-ops.log(uniform))
+
+
+def one_hot_argmax(x, mask=None):
+    """The one-hot ``[..., Tv]`` of ``argmax(x, -1)`` in ``x``'s dtype; a row whose ``mask`` is all
+    false selects nothing (all zeros)."""
+    index = ops.argmax(x, axis=-1)
+    positions = ops.arange(ops.shape(x)[-1], dtype=index.dtype)
+    hard = ops.cast(ops.equal(ops.expand_dims(index, -1), positions), x.dtype)
+    if mask is not None:
+        hard = hard * ops.cast(ops.any(ops.cast(mask, "bool"), axis=-1, keepdims=True), hard.dtype)
+    return hard
+
+
+def multinoulli(weights, noise):
+    """``s ~ Multinoulli(alpha)`` as a one-hot ``[..., L]`` (Xu et al. 2015, eq. 8): the Gumbel-max
+    sample ``one_hot(argmax_i(log alpha_i + g_i))`` of ``weights = alpha`` (rows summing to 1) with
+    ``noise = g`` from ``gumbel_noise``. Not differentiable: a sample carries no gradient.
+
+    Example:
+        >>> import numpy as np
+        >>> alpha = np.array([[0.0, 1.0, 0.0]], "float32")
+        >>> keras.ops.convert_to_numpy(multinoulli(alpha, gumbel_noise((1, 3), "float32", 0))).tolist()
+        [[0.0, 1.0, 0.0]]
+    """
+    weights = ops.convert_to_tensor(weights)
+    tiny = ops.cast(1e-30, weights.dtype)  # log 0 = -inf: a location of weight 0 is never drawn
+    return ops.stop_gradient(one_hot_argmax(ops.log(ops.maximum(weights, tiny)) + ops.cast(noise, weights.dtype)))

@@ -1,19 +1,34 @@
-"""Show, Attend and Tell (Xu et al. 2015): a CNN encoder's grid, an LSTM decoder with soft attention."""
+"""Show, Attend and Tell (Xu et al. 2015): a CNN encoder's grid, an LSTM decoder with soft attention or
+stochastic hard attention trained by REINFORCE."""
+
+import numbers
 
 import keras
 from keras import ops
 
-from zoo.checks import non_negative_float, positive_int
+from zoo.attention.hard_attention import gumbel_noise, multinoulli
+from zoo.checks import choice, invalid, non_negative_float, positive_int
 from zoo.models import alignment
 from zoo.models.encoder_decoder import Seq2SeqModel
 from zoo.models.registry import register_model
+from zoo.tokens import EOS_ID
 
 PIXEL_MAX = 255.0  # images arrive as uint8 [B, H, W]: 0 background, 255 ink
+ATTENTION_MODES = ("soft", "hard")  # sec. 4.2 deterministic soft, sec. 4.1 stochastic hard
+# The declared rules, read by the validator without importing (zoo.catalog).
+CONSTRAINTS = (
+    {"rule": "one_of", "key": "attention_mode", "values": ATTENTION_MODES},
+    {"rule": "at_least", "key": "entropy_weight", "min": 0},
+    {"rule": "at_least", "key": "baseline_decay", "min": 0},
+    {"rule": "at_most", "key": "baseline_decay", "max": 1},
+    {"rule": "at_least", "key": "expectation_rate", "min": 0},
+    {"rule": "at_most", "key": "expectation_rate", "max": 1},
+)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ShowAttendTell(Seq2SeqModel):
-    """A small CNN over the image; an LSTM decoder attending over its feature grid (soft attention).
+    """A small CNN over the image; an LSTM decoder attending over its feature grid (soft or hard attention).
 
     **Encoder.** The image ``x`` (``uint8 [B, H, W]``, scaled to ``[0, 1]`` inside the model) passes
     ``conv_layers`` blocks of a 3x3 ``same`` convolution (ReLU; block ``k`` has ``filters * 2^k``
@@ -41,6 +56,33 @@ class ShowAttendTell(Seq2SeqModel):
     self-attentive reader's penalty. It pushes each cell's total attention over the string towards 1,
     so the decoder looks at every part of the image over the course of the string.
 
+    **Stochastic hard attention** (sec. 4.1, ``attention_mode="hard"``). The same ``alpha_t``
+    parameterises a location variable ``s_t ~ Multinoulli_L({alpha_ti})`` (eq. 8, drawn by the
+    Gumbel-max trick, ``zoo.attention.hard_attention.multinoulli``), and the context is the one annotation
+    vector drawn, ``z_t = beta_t sum_i s_ti a_i`` (eq. 9). Training maximises the variational lower bound
+    ``L_s = sum_s p(s | a) log p(y | s, a)`` with the Monte Carlo estimate of its gradient (eq. 10-12),
+    ``s~`` one sample per string:
+
+    ``dL_s/dW ~ dlog p(y | s~, a)/dW + lambda_r (log p(y | s~, a) - b) dlog p(s~ | a)/dW
+    + lambda_e dH[s~]/dW``
+
+    with ``lambda_r = 1``, the moving-average baseline ``b_k = d b_{k-1} + (1 - d) log p(y | s~_k, a)``
+    (``baseline_decay = d``, 0.9 in the paper; ``b`` the mean over the batch's sampled strings, kept in
+    the non-trainable weight ``baseline``; the advantage of batch ``k`` uses ``b_{k-1}``) and the entropy
+    ``H[s~] = sum_t -sum_i alpha_ti log alpha_ti`` (``entropy_weight = lambda_e``). The first term is the
+    training loop's token loss (the sample enters ``z_t``; no gradient reaches ``alpha`` through it); the
+    other two are ``self.add_loss`` of the surrogate (``reinforce_surrogate``)
+    ``-(1/N) sum_n [ sg(R_n - b) sum_t log alpha_{t, s~_t} + lambda_e H_n ]``, ``R_n = log p(y_n | s~, a)``
+    the string's log-likelihood under the teacher-forced logits (``sg``: stop-gradient), ``N`` the
+    batch's real target tokens, the token loss's own normaliser, so the three terms keep eq. 12's ratios.
+    As in sec. 4.1, with probability ``expectation_rate`` (0.5 in the paper) a training string uses the
+    expected value instead, ``s~_t = alpha_t`` (the soft context, trained as the soft model, no REINFORCE
+    term). At test time (``training`` false: validation, greedy and beam search, the export) the
+    context is that expectation, ``z_t = beta_t sum_i alpha_ti a_i``, not a sample or the argmax
+    location, so decoding is deterministic and the attention maps are the ``alpha_t`` drawn from.
+    ``log p(y | s~, a)`` needs the gold outputs, which ``call`` rebuilds from ``target_in``
+    (``<bos> y_1 .. y_T``, padded with 0): ``target_out = y_1 .. y_T <eos>`` (``target_output``).
+
     The ``Seq2SeqModel`` interface (``encode``, ``initial_state``, ``decode_features``,
     ``output_logits``) is that of the text decoders with the image as the source, so greedy and beam
     search work unchanged; the attention of a step is ``[B, L]``, of a string ``[B, T_out, L]``
@@ -60,6 +102,11 @@ class ShowAttendTell(Seq2SeqModel):
         attention_options: dict of keyword arguments for that attention layer.
         attention_penalty: non-negative float ``lambda`` of the doubly stochastic penalty; 0 adds none.
         dropout: float in [0, 1), before ``L_o``.
+        attention_mode: ``"soft"`` (deterministic, sec. 4.2) or ``"hard"`` (stochastic, sec. 4.1).
+        entropy_weight: non-negative float ``lambda_e`` of the entropy bonus (hard mode).
+        baseline_decay: float ``d`` in [0, 1], the moving-average baseline's decay (hard mode).
+        expectation_rate: float in [0, 1], the share of training strings given the expected context
+            instead of a sample (hard mode).
 
     Example:
         >>> import numpy as np
@@ -67,6 +114,9 @@ class ShowAttendTell(Seq2SeqModel):
         >>> images = np.zeros((2, 16, 24), "uint8")
         >>> tuple(model((images, np.array([[2, 5, 6], [2, 7, 0]]))).shape), model.grid_shape(16, 24)
         ((2, 3, 14), (4, 6))
+        >>> hard = ShowAttendTell(14, embed_dim=8, hidden_size=12, conv_layers=2, filters=4, attention_mode="hard")
+        >>> tuple(hard((images, np.array([[2, 5, 6], [2, 7, 0]])), training=True).shape), len(hard.losses)
+        ((2, 3, 14), 2)
 
     References:
         Xu, Ba, Kiros, Cho, Courville, Salakhutdinov, Zemel, Bengio. Show, Attend and Tell: Neural Image
@@ -74,7 +124,8 @@ class ShowAttendTell(Seq2SeqModel):
     """
 
     def __init__(self, target_vocab_size, embed_dim=64, hidden_size=128, conv_layers=3, filters=16,
-                 attention="additive", attention_options=None, attention_penalty=0.01, dropout=0.0, **kwargs):
+                 attention="additive", attention_options=None, attention_penalty=0.01, dropout=0.0,
+                 attention_mode="soft", entropy_weight=0.01, baseline_decay=0.9, expectation_rate=0.5, **kwargs):
         super().__init__(**kwargs)
         self.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
         self.embed_dim = positive_int("embed_dim", embed_dim)
@@ -88,6 +139,14 @@ class ShowAttendTell(Seq2SeqModel):
         self.dropout = float(dropout)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Invalid dropout={dropout!r}: expected a float in [0, 1).")
+        self.attention_mode = choice("attention_mode", attention_mode, ATTENTION_MODES)
+        self.entropy_weight = non_negative_float("entropy_weight", entropy_weight)
+        self.baseline_decay = _unit_float("baseline_decay", baseline_decay)
+        self.expectation_rate = _unit_float("expectation_rate", expectation_rate)
+        self.hard = self.attention_mode == "hard"
+        if self.hard and attention == "hard":
+            raise invalid("attention", "an attention giving soft weights with attention_mode='hard' (which samples "
+                          "its own location; the 'hard' attention samples too)", attention)
         dtype = self.dtype_policy
         self.convolutions = [keras.layers.Conv2D(c, 3, padding="same", activation="relu", name=f"conv_{i}",
                                                  dtype=dtype) for i, c in enumerate(self.channels)]
@@ -107,6 +166,11 @@ class ShowAttendTell(Seq2SeqModel):
         self.positional_attention = alignment.takes_positions(self.attention)
         self.groups_hypotheses = not self.positional_attention
         self.feeds_weights_back = alignment.takes_previous_weights(self.attention)
+        if self.hard and self.context_dim != self.memory_dim:
+            raise invalid("attention", f"an attention whose context is sum_i alpha_i a_i (width {self.memory_dim}) "
+                          "with attention_mode='hard'", attention)
+        if self.hard:  # the state of the draws of s~ (a soft model's weights stay as they were)
+            self.sample_seed = keras.random.SeedGenerator(name="location_seed")
 
     @property
     def memory_dim(self):
@@ -138,6 +202,8 @@ class ShowAttendTell(Seq2SeqModel):
         self.l_h.build((None, self.hidden_size))
         self.l_z.build((None, self.context_dim))
         self.output_projection.build((None, self.embed_dim))
+        if self.hard:  # b, the moving average of log p(y | s~, a) (eq. 10)
+            self.baseline = self.add_weight(shape=(), initializer="zeros", trainable=False, name="baseline")
         self.built = True
 
     @property
@@ -179,19 +245,35 @@ class ShowAttendTell(Seq2SeqModel):
 
     def _embedded_features(self, embedded, state, memory, training=None):
         """One step from ``E y_{t-1}``: ``([h_t; E y_{t-1}; z_t], state, alpha_t [B, L])``."""
+        return self._step(embedded, state, memory, training=training)[:3]
+
+    def _step(self, embedded, state, memory, training=None, sample=None):
+        """``_embedded_features`` plus ``s_t [B, L]``, the location weights ``z_t`` was made with.
+
+        ``sample``: in hard mode's training, ``(noise [B, L], expected [B, 1])``, the Gumbel noise of
+        ``s_t ~ Multinoulli(alpha_t)`` and 1 for the strings given the expectation ``s_t = alpha_t``;
+        otherwise (soft mode, test time) ``s_t = alpha_t``.
+        """
         (h, c), extra = state[:2], state[2:]
         position = {"position_offset": extra[0]} if self.positional_attention else {}
         if self.feeds_weights_back:
             position["previous_weights"] = extra[-1]
         context, weights = alignment.attend_step(self.attention, h, memory, training=training, **position)
-        z = self.gate(h) * context  # beta_t sum_i alpha_ti a_i
+        selection = weights
+        if sample is not None:  # z_t = sum_i s_ti a_i, s_t one-hot (eq. 8-9) or alpha_t (the expectation)
+            noise, expected = sample
+            drawn = multinoulli(weights, noise)
+            selection = expected * weights + (1.0 - expected) * ops.cast(drawn, weights.dtype)
+            rows = ops.expand_dims(ops.cast(selection, memory["memory"].dtype), 1)  # [B, 1, L]
+            context = ops.squeeze(ops.matmul(rows, memory["memory"]), 1)
+        z = self.gate(h) * context  # beta_t sum_i s_ti a_i (soft: s_t = alpha_t)
         output, (h, c) = self.decoder_cell(ops.concatenate([embedded, z], axis=-1), [h, c], training=training)
         new_state = (h, c)
         if self.positional_attention:
             new_state += (extra[0] + 1,)
         if self.feeds_weights_back:
             new_state += (ops.cast(weights, extra[-1].dtype),)
-        return ops.concatenate([output, embedded, z], axis=-1), new_state, weights
+        return ops.concatenate([output, embedded, z], axis=-1), new_state, weights, selection
 
     def output_logits(self, features, training=None):
         """``L_o(E y_{t-1} + L_h h_t + L_z z_t)`` of ``features = [h_t; E y_{t-1}; z_t]`` (eq. 7)."""
@@ -203,22 +285,44 @@ class ShowAttendTell(Seq2SeqModel):
 
     def teacher_forced_features(self, source, target_in, training=None):
         """``(features [B, T, F], attention [B, T, L])``: the step over the embedded target, scanned."""
+        return self._teacher_forced(source, target_in, training=training)[:2]
+
+    def sampling(self, training):
+        """True where ``z_t`` is drawn: hard mode, training."""
+        return self.hard and bool(training)
+
+    def _teacher_forced(self, source, target_in, training=None):
+        """``(features [B, T, F], alpha [B, T, L], s [B, T, L], expected [B])``; ``s`` is ``alpha``
+        unless ``sampling(training)``, ``expected`` 1 for the strings given the expectation."""
         self.ensure_built()
         memory = self.encode(source, training=training)
         state = self.initial_state(memory)
         embedded = ops.swapaxes(self.target_embedding(target_in), 0, 1)  # [T, B, E]
         batch, cells = ops.shape(memory["memory"])[0], ops.shape(memory["memory"])[1]
         dtype = self.compute_dtype
-        init = (state, ops.zeros((batch, self.feature_size), dtype), ops.zeros((batch, cells), "float32"))
+        expected = ops.ones((batch,), "float32")
+        sampling = self.sampling(training)
+        if sampling:  # one string's locations, s~, drawn with its noise; some strings get the expectation
+            noise = gumbel_noise((ops.shape(embedded)[0], batch, cells), "float32", self.sample_seed)  # [T, B, L]
+            draw = keras.random.uniform((batch,), dtype="float32", seed=self.sample_seed)
+            expected = ops.cast(draw < self.expectation_rate, "float32")
+        zeros = ops.zeros((batch, cells), "float32")
+        init = (state, ops.zeros((batch, self.feature_size), dtype), zeros, zeros)
 
-        def step(carry, e):
-            features, new_state, weights = self._embedded_features(e, carry[0], memory, training=training)
-            new_carry = (new_state, ops.cast(features, dtype), ops.cast(weights, "float32"))
+        def step(carry, inputs):
+            e, noise_t = inputs if sampling else (inputs, None)
+            sample = (noise_t, ops.expand_dims(expected, -1)) if sampling else None
+            features, new_state, weights, selection = self._step(e, carry[0], memory, training=training,
+                                                                 sample=sample)
+            new_carry = (new_state, ops.cast(features, dtype), ops.cast(weights, "float32"),
+                         ops.cast(selection, "float32"))
             return new_carry, new_carry
 
         unroll = 32 if keras.backend.backend() == "tensorflow" else 1
-        _, (_, features, attention) = ops.scan(step, init, embedded, unroll=unroll)
-        return ops.transpose(features, (1, 0, 2)), ops.transpose(attention, (1, 0, 2))
+        xs = (embedded, noise) if sampling else embedded
+        _, (_, features, attention, selection) = ops.scan(step, init, xs, unroll=unroll)
+        return (ops.transpose(features, (1, 0, 2)), ops.transpose(attention, (1, 0, 2)),
+                ops.transpose(selection, (1, 0, 2)), expected)
 
     def doubly_stochastic_penalty(self, attention, target_in):
         """``lambda * mean_b sum_i (1 - sum_t alpha_ti)^2`` over the real steps (``target_in`` not 0)."""
@@ -227,14 +331,47 @@ class ShowAttendTell(Seq2SeqModel):
         return ops.cast(self.attention_penalty, attention.dtype) * ops.mean(ops.sum(ops.square(1.0 - totals), -1))
 
     def call(self, inputs, training=None, return_features=False):
-        """Teacher-forced logits ``[B, T, V]`` (or features ``[B, T, F]``); adds the penalty as a loss."""
+        """Teacher-forced logits ``[B, T, V]`` (or features ``[B, T, F]``); adds the penalty as a loss,
+        and in hard mode's training the REINFORCE surrogate (``reinforce_surrogate``)."""
         source, target_in = inputs
-        features, attention = self.teacher_forced_features(source, target_in, training=training)
+        features, attention, selection, expected = self._teacher_forced(source, target_in, training=training)
         if self.attention_penalty > 0:
             self.add_loss(self.doubly_stochastic_penalty(attention, target_in))
+        logits = None
+        if self.sampling(training):
+            logits = self.output_logits(features, training=training)
+            self.add_loss(self.hard_attention_loss(logits, attention, selection, expected, target_in))
         if return_features:
             return features
-        return self.output_logits(features, training=training)
+        return self.output_logits(features, training=training) if logits is None else logits
+
+    @staticmethod
+    def target_output(target_in):
+        """``y_1 .. y_T <eos>`` (0-padded) of ``target_in = <bos> y_1 .. y_T`` (0-padded): ``[B, T]``."""
+        following = ops.concatenate([target_in[:, 1:], ops.zeros_like(target_in[:, :1])], axis=1)
+        eos = ops.where(ops.not_equal(target_in, 0), ops.full_like(target_in, EOS_ID), ops.zeros_like(target_in))
+        return ops.where(ops.not_equal(following, 0), following, eos)
+
+    def hard_attention_loss(self, logits, attention, selection, expected, target_in):
+        """The REINFORCE and entropy terms of eq. 12 for a teacher-forced batch, as a loss; updates ``b``.
+
+        ``R_n = sum_t log p(y_t | s~, a)`` over the real steps (``logits [B, T, V]``, the gold outputs
+        ``target_output(target_in)``); the advantage uses ``b_{k-1}``, then
+        ``b_k = d b_{k-1} + (1 - d) mean_n R_n`` over the sampled strings (``expected`` 0).
+        """
+        steps = ops.cast(ops.not_equal(target_in, 0), "float32")  # [B, T]
+        target_out = self.target_output(target_in)
+        log_p = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        token_log_p = ops.take_along_axis(log_p, ops.expand_dims(target_out, -1), axis=-1)[..., 0]  # [B, T]
+        reward = ops.stop_gradient(ops.sum(token_log_p * steps, axis=1))  # R_n: [B]
+        sampled = 1.0 - expected
+        baseline = ops.cast(self.baseline, "float32")
+        loss = reinforce_surrogate(attention, selection, reward, baseline, steps, sampled, self.entropy_weight)
+        count = ops.sum(sampled)
+        batch_mean = ops.sum(reward * sampled) / ops.maximum(count, 1.0)
+        decay = self.baseline_decay
+        self.baseline.assign(ops.where(count > 0, decay * baseline + (1.0 - decay) * batch_mean, baseline))
+        return loss
 
     def attention_grids(self, images, target_in):
         """Teacher-forced attention ``[B, T, h, w]``."""
@@ -248,9 +385,49 @@ class ShowAttendTell(Seq2SeqModel):
             "target_vocab_size": self.target_vocab_size, "embed_dim": self.embed_dim,
             "hidden_size": self.hidden_size, "conv_layers": self.conv_layers, "filters": self.filters, "attention": self.attention_name,
             "attention_options": self.attention_options, "attention_penalty": self.attention_penalty,
-            "dropout": self.dropout,
+            "dropout": self.dropout, "attention_mode": self.attention_mode, "entropy_weight": self.entropy_weight,
+            "baseline_decay": self.baseline_decay, "expectation_rate": self.expectation_rate,
         })
         return config
+
+
+def _unit_float(name, value):
+    """``float(value)`` if it is a number in [0, 1], else raises naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+        raise invalid(name, "a number in [0, 1]", value)
+    return float(value)
+
+
+def reinforce_surrogate(weights, selection, reward, baseline, steps, sampled, entropy_weight):
+    """The loss whose gradient is minus eq. 12's REINFORCE and entropy terms (Xu et al. 2015, sec. 4.1).
+
+    ``-(1/N) sum_n [ sampled_n sg(R_n - b) sum_t steps_nt log alpha_{n,t,s~_t}
+    + lambda_e sum_t steps_nt H(alpha_nt) ]``, ``H(alpha) = -sum_i alpha_i log alpha_i``,
+    ``N = sum steps`` (the token loss's normaliser). Its gradient with respect to the scores ``e_nt``
+    of ``alpha_nt = softmax(e_nt)`` is
+    ``-(1/N) [ sampled_n (R_n - b)(s~_nt - alpha_nt) - lambda_e alpha_nt (log alpha_nt + H(alpha_nt)) ]``
+    on a real step.
+
+    Args:
+        weights: ``alpha [B, T, L]``, the attention distributions (differentiable).
+        selection: ``s~ [B, T, L]``, one-hot locations drawn (rows where ``sampled`` is 0 are ignored).
+        reward: ``R [B]``, ``log p(y | s~, a)`` of each string.
+        baseline: the scalar ``b``.
+        steps: ``[B, T]``, 1 on the real target steps.
+        sampled: ``[B]``, 1 for the strings whose locations were drawn.
+        entropy_weight: ``lambda_e``.
+
+    Returns:
+        The scalar loss.
+    """
+    weights = ops.cast(weights, "float32")
+    log_alpha = ops.log(ops.maximum(weights, 1e-30))
+    log_p_s = ops.sum(ops.stop_gradient(ops.cast(selection, "float32")) * log_alpha, axis=-1)  # log alpha_{t,s~}
+    entropy = -ops.sum(weights * log_alpha, axis=-1)  # H(alpha_t): [B, T]
+    advantage = ops.stop_gradient(reward - baseline) * sampled  # [B]
+    tokens = ops.maximum(ops.sum(steps), 1.0)
+    per_string = advantage * ops.sum(log_p_s * steps, axis=1) + entropy_weight * ops.sum(entropy * steps, axis=1)
+    return -ops.sum(per_string) / tokens
 
 
 @register_model("show_attend_tell", task="image")
