@@ -234,3 +234,17 @@ def test_hard_mode_round_trips_and_refuses_a_second_sampler():
         make(attention_mode="hard", attention="hard")
     with pytest.raises(ValueError, match="attention_mode"):
         make(attention_mode="sharp")
+
+
+@pytest.mark.slow
+def test_hard_attention_trains_through_the_lifecycle(tmp_path, monkeypatch):
+    import math
+
+    from conftest import compose, empty_store
+    from zoo.training import train
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = train(compose(["model=show_attend_tell", "data=digit_strings", "debug=smoke", "model.attention_mode=hard",
+                            "model.hidden_size=16", "model.filters=4"]))
+    assert 0 <= result["test_exact_match"] <= 1 and math.isfinite(result["test_digit_error_rate"])
