@@ -793,6 +793,7 @@ def bench_lengths_problems(cfg: Any) -> List[str]:
     check.rule("length_bench.repeat_budget_s", lambda v: _is_number(v) and v >= 0, "a number >= 0")
     check.rule("length_bench.time_limit_s", lambda v: _is_number(v) and v > 0, "a number > 0")
     check.rule("length_bench.memory_limit_mb", lambda v: _is_number(v) and v > 0, "a number > 0", optional=True)
+    check.positive_int("length_bench.mmap_threshold_kb", optional=True)
     for name, given in (check.get("length_bench.options") or {}).items():
         if name not in allowed:
             check.add(f"length_bench.options.{name}: '{name}' is not valid. Available: {', '.join(allowed)}")
