@@ -167,6 +167,10 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model=show_attend_tell", "data=digit_strings", "trainer.jit_compile=true"],
      ["trainer.jit_compile=true does not work with model=show_attend_tell (task: image)", "XLA cannot differentiate",
       "Use trainer.jit_compile=false (the default)"]),
+    (["model=listen_attend_spell", "data=spoken_digits", "data.cache_dir={data_dir}", "model.cell=rnn",
+      "trainer.jit_compile=true"],
+     ["model.cell='rnn'", "'lstm'", "trainer.jit_compile=true does not work with model=listen_attend_spell "
+      "(task: speech)", "XLA cannot differentiate", "Free Spoken Digit Dataset was not found"]),
     (["trainer.resume=0123456789abcdef"], ["trainer.resume=0123456789abcdef", "is not a run in"]),
     (["trainer.epochs=1"], ["http://127.0.0.1:9", "not reachable"], "server_down"),
     (["-m", "model=bahdanau,nope"], ["'nope'"]),
