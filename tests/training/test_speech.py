@@ -107,7 +107,9 @@ def test_listen_attend_spell_trains_through_the_lifecycle_and_its_saved_model_tr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["text"] == [r["hypothesis"] for r in rows]
     assert out["attention"][0] == 16 and np.allclose(out["sums"], 1.0, atol=1e-4)
-    assert {"transcribe", "transcribe_padded", "serving_default"} <= set(out["signatures"])
+    assert {"transcribe", "transcribe_padded", "transcribe_wav", "serving_default"} <= set(out["signatures"])
+    assert out["wav"] == out["text"][:3]  # the same utterances as 8 kHz WAV files
+    assert "48000" in out["wrong_rate"]  # a WAV file at another rate is refused, naming its rate
     model = keras.saving.load_model(saved / "assets.extra" / "model.keras")
     one = waves[:1, :num_samples[0]]
     ids, _, _ = greedy_decode(model, listener_input(tf.constant(one), tf.constant([one.shape[1]])),
@@ -128,6 +130,23 @@ out = m.transcribe_padded(tf.constant(waves), tf.constant(num_samples))
 attention, ids, frames = out["attention"].numpy(), out["ids"].numpy(), out["frames"].numpy()
 sums = [float(attention[b, t].sum()) for b in range(len(ids)) for t in range(ids.shape[1]) if ids[b, t] != 0]
 whole = m.signatures["serving_default"](waveforms=tf.constant(waves[:1, :num_samples[0]]))["text"].numpy()[0]
+
+def wav(samples, rate=8000):
+    import io, wave
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(rate)
+        f.writeframes(np.rint(samples * 32768).astype("<i2").tobytes())
+    return buffer.getvalue()
+
+files = [wav(w[:n]) for w, n in zip(waves[:3], num_samples[:3])]
+heard = [t.decode() for t in m.transcribe_wav(tf.constant(files))["text"].numpy()]
+try:
+    m.transcribe_wav(tf.constant([wav(waves[0, :num_samples[0]], rate=48000)]))
+    wrong_rate = ""
+except tf.errors.InvalidArgumentError as error:
+    wrong_rate = str(error)
 print(json.dumps({"text": [t.decode() for t in out["text"].numpy()], "attention": list(attention.shape),
-                  "sums": sums, "signatures": sorted(m.signatures), "whole": whole.decode()}))
+                  "sums": sums, "signatures": sorted(m.signatures), "whole": whole.decode(), "wav": heard,
+                  "wrong_rate": wrong_rate}))
 """

@@ -10,7 +10,7 @@ training and in service.
 
 import tensorflow as tf
 
-from zoo.data.spoken_digits import FRAME_LENGTH, FRAME_STEP, NUM_MELS, SAMPLE_RATE, log_mel
+from zoo.data.spoken_digits import FRAME_LENGTH, FRAME_STEP, NUM_MELS, SAMPLE_RATE, decode_wavs, log_mel
 from zoo.decoding import greedy_decode
 from zoo.export import saving
 from zoo.tokens import SPECIALS
@@ -33,8 +33,10 @@ class SpeechReader(tf.Module):
     ``reduction``, input frames per listener frame) and its task's vocabulary.
 
     ``transcribe(waveforms float32 [B, N])`` (8 kHz mono samples in [-1, 1), every sample of a row
-    real) and ``transcribe_padded(waveforms float32 [B, N], num_samples int32 [B])`` (rows zero-padded
-    after their ``num_samples``) -> dict (dense tensors only, for TF Serving):
+    real), ``transcribe_padded(waveforms float32 [B, N], num_samples int32 [B])`` (rows zero-padded
+    after their ``num_samples``) and ``transcribe_wav(wav [B] string)`` (WAV file contents, 8 kHz mono,
+    decoded in the graph by ``zoo.data.spoken_digits.decode_wavs``: another rate or channel count is an
+    ``InvalidArgumentError`` naming it) -> dict (dense tensors only, for TF Serving):
       - ``text [B]`` string: the digits heard, up to ``<eos>``;
       - ``ids [B, T_out]`` int32: the decoded ids (``<eos>`` included, then 0);
       - ``attention [B, T_out, U]`` float32: each output step's weights over the listener's frames
@@ -52,11 +54,16 @@ class SpeechReader(tf.Module):
         self.transcribe = tf.function(self._transcribe, input_signature=[waves], autograph=False)
         self.transcribe_padded = tf.function(self._transcribe_padded, autograph=False, input_signature=[
             waves, tf.TensorSpec([None], tf.int32, name="num_samples")])
+        self.transcribe_wav = tf.function(self._transcribe_wav, autograph=False,
+                                          input_signature=[tf.TensorSpec([None], tf.string, name="wav")])
         self.serving_default = self.transcribe
 
     def _transcribe(self, waveforms):
         shape = tf.shape(waveforms)
         return self._transcribe_padded(waveforms, tf.fill([shape[0]], shape[1]))
+
+    def _transcribe_wav(self, wav):
+        return self._transcribe_padded(*decode_wavs(wav))
 
     def _transcribe_padded(self, waveforms, num_samples):
         features, frames = listener_input(waveforms, num_samples, self.task.sample_rate, self.task.num_mels)
@@ -68,7 +75,7 @@ class SpeechReader(tf.Module):
 
     def serving_signatures(self):
         return {"serving_default": self.serving_default, "transcribe": self.transcribe,
-                "transcribe_padded": self.transcribe_padded}
+                "transcribe_padded": self.transcribe_padded, "transcribe_wav": self.transcribe_wav}
 
     def save(self, directory, config_yaml=None):
         """Writes the SavedModel; ``config_yaml`` (the run's resolved config) goes to ``assets.extra``."""
