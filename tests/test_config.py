@@ -147,7 +147,7 @@ def test_declared_choices_are_refused_before_tensorflow_and_by_the_constructor_a
             defaults = yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
             seen.add(key)
             data = {"qa": ["data=story_qa"], "regression": ["data=kernel_regression"],
-                    "classify": ["data=listops"],
+                    "classify": ["data=listops"], "image": ["data=digit_strings"],
                     "speech": ["data=spoken_digits", f"data.path={tmp_path / 'fsdd.zip'}"]}.get(catalog.model_task(name), [])
             message = precheck([f"model={name}", *data, f"model.{key}={allowed[0]}x"])
             assert message == (f"model.{key}='{allowed[0]}x' is not valid: expected one of "
