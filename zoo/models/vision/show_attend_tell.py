@@ -357,7 +357,9 @@ class ShowAttendTell(Seq2SeqModel):
 
         ``R_n = sum_t log p(y_t | s~, a)`` over the real steps (``logits [B, T, V]``, the gold outputs
         ``target_output(target_in)``); the advantage uses ``b_{k-1}``, then
-        ``b_k = d b_{k-1} + (1 - d) mean_n R_n`` over the sampled strings (``expected`` 0).
+        ``b_k = d b_{k-1} + (1 - d) mean_n R_n`` over the sampled strings (``expected`` 0). The loss's
+        value is 0 (``x - sg(x)``) and its gradient that of ``x = reinforce_surrogate(...)``, so the loss
+        the loop logs stays the token loss plus the penalty, comparable with the soft model's.
         """
         steps = ops.cast(ops.not_equal(target_in, 0), "float32")  # [B, T]
         target_out = self.target_output(target_in)
@@ -371,7 +373,7 @@ class ShowAttendTell(Seq2SeqModel):
         batch_mean = ops.sum(reward * sampled) / ops.maximum(count, 1.0)
         decay = self.baseline_decay
         self.baseline.assign(ops.where(count > 0, decay * baseline + (1.0 - decay) * batch_mean, baseline))
-        return loss
+        return loss - ops.stop_gradient(loss)  # value 0, gradient eq. 12's: the logged loss stays the token loss
 
     def attention_grids(self, images, target_in):
         """Teacher-forced attention ``[B, T, h, w]``."""
