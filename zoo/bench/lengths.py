@@ -252,15 +252,16 @@ def spec_of(cfg, name: str, kind: str, length: int) -> Dict[str, object]:
     """What one process measures: ``name`` at ``length``, with the bench's sizes and settings."""
     from omegaconf import OmegaConf
 
-    from zoo.bench import modes_of, target_mode
+    from zoo import kernels
 
+    modes = list(dict.fromkeys(cfg.get("kernels") or [kernels.FAST]))  # as the full bench's: fast where measured
     bench = cfg.length_bench
     options = bench.get("options") or {}
     return {"name": name, "kind": kind, "length": int(length), "batch": int(bench.batch),
             "d_model": int(bench.d_model), "num_heads": int(bench.num_heads),
             "options": OmegaConf.to_container(options[name], resolve=True) if kind == "ours" and name in options
             else {}, "repeats": int(bench.repeats), "repeat_budget_s": float(bench.repeat_budget_s),
-            "mmap_threshold_kb": bench.get("mmap_threshold_kb"), "seed": int(cfg.seed), "kernels": target_mode(modes_of(cfg)),
+            "mmap_threshold_kb": bench.get("mmap_threshold_kb"), "seed": int(cfg.seed), "kernels": kernels.FAST if kernels.FAST in modes else modes[0],
             "intra_op_threads": cfg.get("intra_op_threads"), "inter_op_threads": cfg.get("inter_op_threads"),
             "onednn": cfg.get("onednn")}
 
