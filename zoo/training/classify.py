@@ -15,8 +15,6 @@ import inspect
 import os
 from typing import Dict
 
-import numpy as np
-
 from zoo.config import model_kwargs
 from zoo.errors import ConfigError
 from zoo.training.data import EncodedData
@@ -100,11 +98,7 @@ class ClassifyKind(TaskKind):
 
     def export(self, data, model, config_yaml: str, workdir: str) -> Dict[str, str]:
         """``saved_model/`` (with ``assets.extra/model.keras`` and ``config.yaml``) and ``vocab/``."""
-        if not all(np.all(np.isfinite(w)) for w in model.get_weights()):
-            raise ValueError("The model's weights hold NaN or infinite values; it is not exported.")
-        saved_dir = os.path.join(workdir, "saved_model")
-        self.classifier(data, model).save(saved_dir, config_yaml=config_yaml)
-        model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))
+        saved_dir = self.save_with_model(self.classifier(data, model), model, config_yaml, workdir)
         vocab_dir = os.path.join(workdir, "vocab")
         data.task.tokenizer.save_artifacts(os.path.join(vocab_dir, "tokens"))
         return {"saved_model": saved_dir, "vocab": vocab_dir}

@@ -126,6 +126,20 @@ class TaskKind:
         path}`` (``saved_model`` first where there is one), each logged at the run's root."""
         raise NotImplementedError
 
+    @staticmethod
+    def save_with_model(module, model, config_yaml: str, workdir: str) -> str:
+        """``<workdir>/saved_model``: ``module``'s SavedModel (``module.save(directory, config_yaml=...)``)
+        with the ``.keras`` model beside the config in ``assets.extra``; returns its path. A model whose
+        weights hold NaN or infinite values is not exported (ValueError)."""
+        import numpy as np
+
+        if not all(np.all(np.isfinite(w)) for w in model.get_weights()):
+            raise ValueError("The model's weights hold NaN or infinite values; it is not exported.")
+        saved_dir = os.path.join(workdir, "saved_model")
+        module.save(saved_dir, config_yaml=config_yaml)
+        model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))
+        return saved_dir
+
     def log_served_model(self, saved_model: str) -> None:
         """Logs the MLflow model (pyfunc) over the export (``tracking.log_pyfunc``); none by default."""
 

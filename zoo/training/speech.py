@@ -20,30 +20,23 @@ text and the attention ``[B, T_out, U]``; the ``.keras`` model and the run's con
 
 from __future__ import annotations
 
-import os
-from typing import Dict
-
 import numpy as np
 
-import zoo.metrics
 from zoo.config import model_kwargs
 from zoo.metrics.alignment import spans_to_frames
-from zoo.training import log
-from zoo.training.data import ArrayData
-from zoo.training.image import write_predictions
-from zoo.training.lifecycle import ONE_REPLICA_FLOAT32, TaskKind
+from zoo.training.digit_strings import DigitStringData, DigitStringKind
+from zoo.training.lifecycle import ONE_REPLICA_FLOAT32
 from zoo.training.model import create_model
 
-TEST_METRICS = ("exact_match", "digit_error_rate", "alignment_accuracy", "alignment_mass")
 TRAINER_CONSTRAINTS = ONE_REPLICA_FLOAT32 + (  # refused before TensorFlow starts (zoo.config.task_kind_problems)
     {"rule": "one_of", "key": "jit_compile", "values": (False,),
      "why": "its speller's teacher forcing is a scan, which XLA cannot differentiate"},
 )
 
 
-class SpeechData(ArrayData):
-    """``ArrayData`` of ``zoo.data.spoken_digits``: ``((features, num_frames, target_in), target_out)``
-    batches; the target tokens of a row are its digits and ``<eos>``."""
+class SpeechData(DigitStringData):
+    """``DigitStringData`` of ``zoo.data.spoken_digits``: ``((features, num_frames, target_in), target_out)``
+    batches."""
 
     def dataset(self, split: str, shuffle: bool = False, seed: int = 0):
         import tensorflow as tf
@@ -63,10 +56,6 @@ class SpeechData(ArrayData):
 
     def train_rows(self) -> int:
         return len(self.task.splits["train"])
-
-    def tokens_per_row(self) -> float:
-        ids = self.task.target_ids("train")[:, 1:]
-        return float(np.count_nonzero(ids)) / max(len(ids), 1)
 
 
 def build_speech_model(cfg, task):
@@ -97,19 +86,10 @@ def gold_frames(model, task, split: str) -> np.ndarray:
     return spans_to_frames(task.splits[split].spans, FRAME_STEP, FRAME_LENGTH, reduction=model.reduction)
 
 
-def score_split(reader, model, task, split: str, batch_size: int):
-    """``(metrics, hypotheses)``: ``TEST_METRICS`` of the greedy transcripts of ``split``."""
-    texts, attention = transcribe_split(reader, task, split, batch_size)
-    regions = list(gold_frames(model, task, split))
-    metrics = {name: zoo.metrics.get(name).score(texts, task.splits[split].targets, attention=attention,
-                                                 regions=regions)
-               for name in TEST_METRICS}
-    return {k: (float("nan") if v is None else v) for k, v in metrics.items()}, texts
-
-
-class SpeechKind(TaskKind):
+class SpeechKind(DigitStringKind):
     """Speech to digit strings for the run lifecycle (``zoo.training.lifecycle.run``): ``SpeechData``, a
-    ``task: speech`` model, exact match per epoch, the digit and alignment metrics at the end."""
+    ``task: speech`` model; read through the one traced ``SpeechReader`` (validation, scoring and the
+    export share it), each digit's gold span mapped onto the listener's frames."""
 
     def build_data(self, runtime) -> SpeechData:
         return SpeechData.from_config(self.cfg)
@@ -117,44 +97,15 @@ class SpeechKind(TaskKind):
     def new_model(self, data):
         return build_speech_model(self.cfg, data.task)
 
-    def reader(self, data, model):
+    def exporter(self, data, model):
+        """``transcribe(waveforms float32 [B, N])`` -> text, ids, attention ``[B, T_out, U]``
+        (``zoo.export.speech_reader``)."""
         from zoo.export.speech_reader import SpeechReader
 
         return self.module_of(model, lambda: SpeechReader(model, data.task))
 
-    def metric(self, data) -> str:
-        return "exact_match"
+    def read(self, data, model, split: str, batch_size: int):
+        return transcribe_split(self.exporter(data, model), data.task, split, batch_size)
 
-    def validation(self, data, model, runtime):
-        batch_size = int(self.cfg.trainer.batch_size)
-
-        def val_metrics() -> Dict[str, float]:
-            texts, _ = transcribe_split(self.reader(data, model), data.task, "val", batch_size)
-            return {"exact_match": zoo.metrics.get("exact_match").score(texts, data.task.splits["val"].targets)}
-
-        return val_metrics
-
-    def score(self, data, model, workdir: str) -> Dict[str, float]:
-        metrics, texts = score_split(self.reader(data, model), model, data.task, "test",
-                                     int(self.cfg.trainer.batch_size))
-        path = write_predictions(os.path.join(workdir, "predictions.csv"), data.task.splits["test"].targets, texts,
-                                 int(self.cfg.tracking.predictions))
-        log.log_files([path])
-        metrics = {f"test_{k}": v for k, v in metrics.items()}
-        log.log_metrics(metrics)
-        return metrics
-
-    def export(self, data, model, config_yaml: str, workdir: str) -> Dict[str, str]:
-        """``saved_model/``: ``transcribe(waveforms float32 [B, N])`` -> text, ids, attention ``[B, T_out,
-        U]`` (``zoo.export.speech_reader``), with ``assets.extra/model.keras`` and ``config.yaml``."""
-        if not all(np.all(np.isfinite(w)) for w in model.get_weights()):
-            raise ValueError("The model's weights hold NaN or infinite values; it is not exported.")
-        saved_dir = os.path.join(workdir, "saved_model")
-        self.reader(data, model).save(saved_dir, config_yaml=config_yaml)
-        model.save(os.path.join(saved_dir, "assets.extra", "model.keras"))
-        return {"saved_model": saved_dir}
-
-    def summary(self, data, metrics: Dict[str, float], epochs: int, train_seconds: float) -> str:
-        return (f"test_exact_match = {metrics['test_exact_match']:.4f}   digit error rate = "
-                f"{metrics['test_digit_error_rate']:.4f}   alignment accuracy = "
-                f"{metrics['test_alignment_accuracy']:.3f}   ({epochs} epochs, {train_seconds:.0f} s training)")
+    def gold_regions(self, data, model, split: str):
+        return gold_frames(model, data.task, split)
