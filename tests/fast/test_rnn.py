@@ -36,11 +36,35 @@ def _run(mode, layer, x, **kwargs):
         return rnn.run_layer(layer, x, **kwargs)
 
 
-def test_the_fast_path_is_registered_with_a_custom_gradient():
+def test_the_fast_path_is_registered_and_stays_in_force_when_exporting():
     with kernels.using("fast"):
         assert kernels.replacement(rnn.run_layer.key) is fast_rnn.run_layer
-        with kernels.exporting():  # a SavedModel is traced on Keras' layer
-            assert kernels.replacement(rnn.run_layer.key) is None
+        with kernels.exporting():  # a SavedModel is traced on the fast loops too, forward only
+            assert kernels.replacement(rnn.run_layer.key) is fast_rnn.run_layer
+
+
+@pytest.mark.parametrize("cell", rnn.RNN_CELLS)
+def test_exported_fast_layers_run_forward_only_with_no_custom_gradient_and_equal_the_reference(cell):
+    """Traced within ``kernels.exporting()`` (as a SavedModel's functions are), the fast bidirectional
+    layer holds no custom gradient (loading the SavedModel then warns of nothing) and gives Keras'
+    layer's numbers."""
+    keras.utils.set_random_seed(4)
+    _, x, mask = _inputs(5)
+    layer = rnn.make_rnn(cell, 7, "encoder", True)
+    want = _run("reference", layer, x, mask=mask)
+    spec = [tf.TensorSpec([None, None, 5], tf.float32), tf.TensorSpec([None, None], tf.bool)]
+    with kernels.using("fast"), kernels.exporting():
+        traced = tf.function(lambda x, m: rnn.run_layer(layer, x, mask=m), input_signature=spec)
+        graph = traced.get_concrete_function().graph
+        got = traced(tf.constant(x), tf.constant(mask))
+    types = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():
+        types |= {node.op for node in function.definition.node_def}
+    assert "Bitcast" in types and "ReverseSequence" in types  # the fast loops (int32 moves, reversal by length)
+    assert not [op for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
+    _close(want[0], got[0], mask)
+    for want_state, got_state in zip(want[1:], got[1:]):
+        _close(want_state, got_state)
 
 
 @pytest.mark.parametrize("cell", rnn.RNN_CELLS)

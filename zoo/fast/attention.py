@@ -160,6 +160,9 @@ def int32_transpose(x, perm):
     def moved_bits(t, order):
         return tf.bitcast(tf.transpose(tf.bitcast(t, tf.int32), order), t.dtype)
 
+    if exporting():  # forward only: no custom gradient in a SavedModel
+        return moved_bits(x, perm)
+
     @tf.custom_gradient
     def moved(t):
         return moved_bits(t, perm), lambda upstream: moved_bits(upstream, inverse)

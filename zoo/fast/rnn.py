@@ -20,6 +20,9 @@ calls: ``tests/fast/test_rnn.py``. Measured (``docs/performance.md``, 2026-11-24
   (``_transpose``): oneDNN's transpose, the x86 default, pays a fixed cost many times a small
   copy's: ``[64, 9, 96]`` 47 us -> under 5, ``[64, 20, 768]`` 170 -> 137 us.
 
+A SavedModel's functions (traced within ``kernels.exporting()``) run the same loops forward only, with no
+custom gradient in the graph, so exports keep this speed and load without a warning.
+
 Where it does not apply (another backend, a GPU where Keras' cuDNN kernel is faster, dropout in
 training, a GRU without ``reset_after``, other activations, a stateful or unrolled layer, a
 ``Bidirectional`` one merged other than by ``concat`` or given initial states), the reference runs.
@@ -53,7 +56,7 @@ def _plain_cell(layer, training):
     return keras.backend.backend() == "tensorflow" and not keras.distribution.list_devices("gpu")
 
 
-@kernels.replaces("zoo.models.recurrent.rnn.run_layer", own_gradient=True)
+@kernels.replaces("zoo.models.recurrent.rnn.run_layer")  # in exports too, forward only (_with_own_gradient)
 def run_layer(layer, inputs, mask=None, initial_state=None, training=None):
     """``rnn.run_layer``: by ``_projected_rnn`` where every part of ``layer`` is plain (``mask`` must
     then be True on a prefix of each row: right padding, as everywhere in ``zoo``); otherwise the
@@ -126,7 +129,8 @@ def _projected_rnn(layer, inputs, lengths=None, initial_state=None, reverse=Fals
     return [tf.reverse_sequence(outputs, lengths, seq_axis=1, batch_axis=0) if reverse else outputs, *finals]
 
 
-# The two time loops of ``_projected_rnn``, each with its gradient written out (``tf.custom_gradient``).
+# The two time loops of ``_projected_rnn``, each with its gradient written out (``tf.custom_gradient``;
+# forward only when a SavedModel is traced).
 # Differentiating the loop itself, TensorFlow keeps every intermediate of every step and adds up the
 # recurrent kernel's gradient step by step; here the forward loop keeps the gates (by reference: a
 # ``TensorArray`` write copies nothing), the backward loop reads them and runs the gates' derivatives
@@ -150,9 +154,17 @@ def _arrays(count, dtype, steps, element_shape=None):
                  for _ in range(count))
 
 
+def _with_own_gradient(loop, *args):
+    """``loop(*args)`` (which returns ``(outputs, grad)``) under ``tf.custom_gradient``; when a SavedModel
+    is traced (``kernels.exporting()``) its outputs alone, with no custom gradient in the graph: an
+    exported model is not differentiated, and loading it then warns of nothing."""
+    if kernels.is_exporting():
+        return loop(*args)[0]
+    return tf.custom_gradient(loop)(*args)
+
+
 def _gru_sequences(projected, h0, kernel, bias):
     """A GRU (Keras' ``reset_after``: ``h~ = tanh(x_h + r (h W_h + b_h))``, ``h' = z h + (1 - z) h~``)."""
-    @tf.custom_gradient
     def gru(projected, h0, kernel, bias):
         steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
         inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
@@ -195,12 +207,11 @@ def _gru_sequences(projected, h0, kernel, bias):
 
         return hs.stack(), grad
 
-    return [gru(projected, h0, kernel, bias)]
+    return [_with_own_gradient(gru, projected, h0, kernel, bias)]
 
 
 def _lstm_sequences(projected, h0, c0, kernel):
     """An LSTM (``c' = f c + i tanh(g)``, ``h' = o tanh(c')``): the sequences of ``h`` and ``c``."""
-    @tf.custom_gradient
     def lstm(projected, h0, c0, kernel):
         steps, units, dtype = tf.shape(projected)[0], h0.shape[-1], projected.dtype
         inputs = tf.TensorArray(dtype, size=steps).unstack(projected)
@@ -243,4 +254,4 @@ def _lstm_sequences(projected, h0, c0, kernel):
 
         return (hs.stack(), cs.stack()), grad
 
-    return list(lstm(projected, h0, c0, kernel))
+    return list(_with_own_gradient(lstm, projected, h0, c0, kernel))
