@@ -13,7 +13,7 @@ References:
 import tensorflow as tf
 
 from zoo import kernels
-from zoo.tokens import BOS_ID, EOS_ID, PAD_ID
+from zoo.tokens import BOS_ID, EOS_ID
 
 NEG = -1e9  # the score of a hypothesis that does not exist (a dead beam, an empty finished slot)
 
@@ -51,7 +51,7 @@ def _gather_beams(tensor, indices):
 
 
 def beam_search(model, source, max_length, beam_size=4, alpha=0.0, beta=0.0, nbest=True,
-                bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
+                bos_id=BOS_ID, eos_id=EOS_ID):
     """Beam search over ``source [B, Ts]`` (int, 0 = padding): the ``K = beam_size`` most likely
     hypotheses are kept alive, step by step, instead of greedy decoding's one.
 
