@@ -1,5 +1,6 @@
 """An alignment attention inside a decoder: creating it from the config, one decoding step's attend
-(beam rows grouped per sentence), and the weights as one row per query.
+(beam rows grouped per sentence), the decoder state the attention adds, and the weights as one row
+per query.
 
 Shared by the RNN decoders (``zoo.models.recurrent``) and the Transformer's cross-attention weights
 (``zoo.models.self_attention``). Backend-neutral (``keras.ops`` only), like the rest of ``zoo.models``.
@@ -45,6 +46,50 @@ def takes_previous_weights(attention):
     ``location_aware``: a decoder then carries its last weights ``[B, Ts]`` in its state, starting from
     the layer's ``initial_weights(memory_mask)``."""
     return "previous_weights" in inspect.signature(attention.attend).parameters
+
+
+def groups_hypotheses(attention):
+    """Whether beam search may keep the memory one row per sentence and let a sentence's hypotheses
+    attend as its queries (``attend_step``): not for an attention that places each query at its own
+    target step (``takes_positions``, local-m), whose rows stay rows of their own."""
+    return not takes_positions(attention)
+
+
+def initial_extras(attention, memory):
+    """The state an alignment attention adds to an RNN decoder's own, appended after it: the target
+    step ``i = 0`` per row ``[B]`` (int32) for an attention that places its queries
+    (``takes_positions``, e.g. local-m), then ``alpha_0 [B, Ts]``, the layer's
+    ``initial_weights(memory_mask)``, for one that reads the previous step's weights
+    (``takes_previous_weights``, e.g. location_aware). Empty for the others. Every tensor has the
+    batch first, so beam search reorders it with the hypotheses."""
+    extras = ()
+    if takes_positions(attention):
+        extras += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
+    if takes_previous_weights(attention):
+        extras += (attention.initial_weights(memory["memory_mask"]),)
+    return extras
+
+
+def extras_arguments(attention, extras):
+    """``attend_step``'s keyword arguments from those extras: ``position_offset`` (the step ``i``) and
+    ``previous_weights`` (``alpha_{i-1}``), each only for an attention that takes it."""
+    arguments = {}
+    if takes_positions(attention):
+        arguments["position_offset"] = extras[0]
+    if takes_previous_weights(attention):
+        arguments["previous_weights"] = extras[-1]
+    return arguments
+
+
+def next_extras(attention, extras, weights):
+    """The extras after a step whose attention weights were ``weights [B, Ts]``: ``i + 1`` and
+    ``alpha_i``."""
+    advanced = ()
+    if takes_positions(attention):
+        advanced += (extras[0] + 1,)
+    if takes_previous_weights(attention):
+        advanced += (ops.cast(weights, extras[-1].dtype),)
+    return advanced
 
 
 def head_mean(weights):

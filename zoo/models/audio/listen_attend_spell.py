@@ -158,9 +158,7 @@ class ListenAttendSpell(Seq2SeqModel):
         self.layer_dropout = keras.layers.Dropout(self.dropout, name="layer_dropout", dtype=dtype)
         self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
         self.output_projection = keras.layers.Dense(target_vocab_size, name="w_o", dtype=dtype)
-        self.positional_attention = alignment.takes_positions(self.attention)
-        self.groups_hypotheses = not self.positional_attention
-        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)
+        self.groups_hypotheses = alignment.groups_hypotheses(self.attention)  # beam rows as their sentence's queries
 
     @property
     def reduction(self):
@@ -224,11 +222,7 @@ class ListenAttendSpell(Seq2SeqModel):
         dtype = self.compute_dtype
         state = tuple(ops.zeros((batch, self.hidden_size), dtype) for _ in range(self.speller_layers * self.per_layer))
         state += (ops.zeros((batch, self.context_dim), dtype),)  # c_0
-        if self.positional_attention:
-            state += (ops.zeros((batch,), "int32"),)
-        if self.feeds_weights_back:
-            state += (self.attention.initial_weights(memory["memory_mask"]),)
-        return state
+        return state + alignment.initial_extras(self.attention, memory)
 
     def decode_features(self, token, state, memory, training=None):
         return self._embedded_features(self.target_embedding(token), state, memory, training=training)
@@ -239,15 +233,10 @@ class ListenAttendSpell(Seq2SeqModel):
         states, context, extra = state[:cells], state[cells], state[cells + 1:]
         s, states = rnn.step_cells(self.speller, ops.concatenate([embedded, ops.cast(context, embedded.dtype)], -1),
                                    states, self.per_layer, self.layer_dropout, training=training)  # s_i, eq. 7
-        position = {"position_offset": extra[0]} if self.positional_attention else {}
-        if self.feeds_weights_back:
-            position["previous_weights"] = extra[-1]
-        context, weights = alignment.attend_step(self.attention, s, memory, training=training, **position)  # eq. 8
-        new_state = (*states, ops.cast(context, state[cells].dtype))
-        if self.positional_attention:
-            new_state += (extra[0] + 1,)
-        if self.feeds_weights_back:
-            new_state += (ops.cast(weights, extra[-1].dtype),)
+        context, weights = alignment.attend_step(self.attention, s, memory, training=training,
+                                                 **alignment.extras_arguments(self.attention, extra))  # eq. 8
+        new_state = (*states, ops.cast(context, state[cells].dtype), *alignment.next_extras(self.attention, extra,
+                                                                                           weights))
         return ops.concatenate([s, ops.cast(context, s.dtype)], axis=-1), new_state, weights
 
     def output_logits(self, features, training=None):

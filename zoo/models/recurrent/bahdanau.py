@@ -99,11 +99,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         # One bridge per decoder state tensor (h, c per layer); self.bridge is the first.
         self.extra_bridges = [keras.layers.Dense(hidden_size, activation="tanh", name=f"bridge_{i}", dtype=dtype)
                               for i in range(1, num_layers * self.per_layer)]
-        self.positional_attention = alignment.takes_positions(self.attention)
-        # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
-        # row's query sits at its own target step (local-m).
-        self.groups_hypotheses = not self.positional_attention
-        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)  # alpha_{i-1} in the state
+        self.groups_hypotheses = alignment.groups_hypotheses(self.attention)  # beam rows as their sentence's queries
         if self.deep_output:  # created last: files without the option keep their weight order
             self.readout = keras.layers.Dense(2 * hidden_size, name="readout", dtype=dtype)
 
@@ -146,12 +142,7 @@ class BahdanauSeq2Seq(Seq2SeqModel):
                 "initial_states": bridged}
 
     def initial_state(self, memory, max_length=None):
-        state = tuple(memory["initial_states"])
-        if self.positional_attention:  # the target step, per row: [B]
-            state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
-        if self.feeds_weights_back:  # alpha_0: [B, Ts]
-            state += (self.attention.initial_weights(memory["memory_mask"]),)
-        return state
+        return (*memory["initial_states"], *alignment.initial_extras(self.attention, memory))
 
     @property
     def feature_size(self):
@@ -178,20 +169,14 @@ class BahdanauSeq2Seq(Seq2SeqModel):
         """``decode_features`` from ``e(y_{i-1})`` (after dropout) instead of ``y_{i-1}``."""
         states, extra = state[:self.num_layers * self.per_layer], state[self.num_layers * self.per_layer:]
         previous = states[(self.num_layers - 1) * self.per_layer]  # s_{i-1} of the top layer
-        position = {"position_offset": extra[0]} if self.positional_attention else {}
-        if self.feeds_weights_back:
-            position["previous_weights"] = extra[-1]  # alpha_{i-1}
-        context, weights = alignment.attend_step(self.attention, previous, memory, training=training, **position)
+        context, weights = alignment.attend_step(self.attention, previous, memory, training=training,
+                                                 **alignment.extras_arguments(self.attention, extra))
         rnn_input = ops.concatenate([embedded, context], axis=-1)
         output, new_states = rnn.step_cells([self.decoder_cell, *self.decoder_stack], rnn_input, states,
                                             self.per_layer, self.output_dropout, training=training)
         if self.deep_output:
             output = ops.concatenate([output, embedded, context], axis=-1)
-        if self.positional_attention:
-            new_states += (extra[0] + 1,)
-        if self.feeds_weights_back:
-            new_states += (ops.cast(weights, extra[-1].dtype),)
-        return output, new_states, weights
+        return output, new_states + alignment.next_extras(self.attention, extra, weights), weights
 
     def output_logits(self, features, training=None):
         """``W_o`` of ``s_i`` (after dropout); with ``deep_output``, of ``t_i = maxout(readout(features))``."""

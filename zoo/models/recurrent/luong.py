@@ -91,10 +91,7 @@ class LuongSeq2Seq(Seq2SeqModel):
         self.attention = alignment.create_alignment_attention("luong", attention, self.attention_options, dtype)
         self.attentional = keras.layers.Dense(hidden_size, activation="tanh", use_bias=False, name="attentional",
                                               dtype=dtype)  # W_c; W_s is output_projection
-        self.positional_attention = alignment.takes_positions(self.attention)
-        # Beam search's hypotheses attend as their sentence's queries (Seq2SeqModel), but where each
-        # row's query sits at its own target step (local-m).
-        self.groups_hypotheses = not self.positional_attention
+        self.groups_hypotheses = alignment.groups_hypotheses(self.attention)  # beam rows as their sentence's queries
         self.feeds_weights_back = alignment.takes_previous_weights(self.attention)  # a_{t-1} in the state
 
     def build(self, input_shape=None):
@@ -149,10 +146,9 @@ class LuongSeq2Seq(Seq2SeqModel):
         cells = [layer.cell for layer in self.decoder_layers]
         output, new_states = rnn.step_cells(cells, inputs, rnn_states, self.per_layer, self.layer_dropout,
                                             training=training)  # h_t
-        position = {"position_offset": step} if self.positional_attention else {}
-        if self.feeds_weights_back:
-            position["previous_weights"] = state[-1]  # a_{t-1}
-        context, weights = alignment.attend_step(self.attention, output, memory, training=training, **position)
+        extras = (step, state[-1])  # t (always in the state, first) and a_{t-1} (last, if carried)
+        context, weights = alignment.attend_step(self.attention, output, memory, training=training,
+                                                 **alignment.extras_arguments(self.attention, extras))
         attentional = self.attentional(ops.concatenate([context, output], axis=-1))  # h~_t
         new_state = (step + 1, *new_states) + ((attentional,) if self.input_feeding else ())
         if self.feeds_weights_back:

@@ -163,9 +163,7 @@ class ShowAttendTell(Seq2SeqModel):
         self.l_z = keras.layers.Dense(embed_dim, use_bias=False, name="l_z", dtype=dtype)
         self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout", dtype=dtype)
         self.output_projection = keras.layers.Dense(target_vocab_size, name="l_o", dtype=dtype)
-        self.positional_attention = alignment.takes_positions(self.attention)
-        self.groups_hypotheses = not self.positional_attention
-        self.feeds_weights_back = alignment.takes_previous_weights(self.attention)
+        self.groups_hypotheses = alignment.groups_hypotheses(self.attention)  # beam rows as their sentence's queries
         if self.hard and self.context_dim != self.memory_dim:
             raise invalid("attention", f"an attention whose context is sum_i alpha_i a_i (width {self.memory_dim}) "
                           "with attention_mode='hard'", attention)
@@ -233,12 +231,7 @@ class ShowAttendTell(Seq2SeqModel):
                 "initial_states": (self.init_h(mean), self.init_c(mean))}
 
     def initial_state(self, memory, max_length=None):
-        state = tuple(memory["initial_states"])
-        if self.positional_attention:
-            state += (ops.zeros((ops.shape(memory["memory"])[0],), "int32"),)
-        if self.feeds_weights_back:
-            state += (self.attention.initial_weights(memory["memory_mask"]),)
-        return state
+        return (*memory["initial_states"], *alignment.initial_extras(self.attention, memory))
 
     def decode_features(self, token, state, memory, training=None):
         return self._embedded_features(self.target_embedding(token), state, memory, training=training)
@@ -255,10 +248,8 @@ class ShowAttendTell(Seq2SeqModel):
         otherwise (soft mode, test time) ``s_t = alpha_t``.
         """
         (h, c), extra = state[:2], state[2:]
-        position = {"position_offset": extra[0]} if self.positional_attention else {}
-        if self.feeds_weights_back:
-            position["previous_weights"] = extra[-1]
-        context, weights = alignment.attend_step(self.attention, h, memory, training=training, **position)
+        context, weights = alignment.attend_step(self.attention, h, memory, training=training,
+                                                 **alignment.extras_arguments(self.attention, extra))
         selection = weights
         if sample is not None:  # z_t = sum_i s_ti a_i, s_t one-hot (eq. 8-9) or alpha_t (the expectation)
             noise, expected = sample
@@ -268,11 +259,7 @@ class ShowAttendTell(Seq2SeqModel):
             context = ops.squeeze(ops.matmul(rows, memory["memory"]), 1)
         z = self.gate(h) * context  # beta_t sum_i s_ti a_i (soft: s_t = alpha_t)
         output, (h, c) = self.decoder_cell(ops.concatenate([embedded, z], axis=-1), [h, c], training=training)
-        new_state = (h, c)
-        if self.positional_attention:
-            new_state += (extra[0] + 1,)
-        if self.feeds_weights_back:
-            new_state += (ops.cast(weights, extra[-1].dtype),)
+        new_state = (h, c, *alignment.next_extras(self.attention, extra, weights))
         return ops.concatenate([output, embedded, z], axis=-1), new_state, weights, selection
 
     def output_logits(self, features, training=None):
