@@ -69,7 +69,9 @@ def write_predictions(path, examples, outputs) -> str:
 def write_qa_report(split: str, examples, outputs, n_plots: int, n_predictions: int, workdir: str,
                     word_attention: bool) -> List[str]:
     """``predictions.csv`` and ``attention/<split>_NN_sentences.png`` (and ``_words.png`` for
-    word-level readers) for one example of each kind first, then in order; returns the paths."""
+    word-level readers) for one example of each kind first, then in order, and the same examples in
+    ``attention/explorer.html``; returns the paths."""
+    from zoo.plots.explorer import EXPLORER, write_explorer
     from zoo.plots.qa import sentence_heatmap, word_heatmap
 
     paths = [write_predictions(Path(workdir) / "predictions.csv", examples[:n_predictions], outputs)]
@@ -78,6 +80,7 @@ def write_qa_report(split: str, examples, outputs, n_plots: int, n_predictions: 
     first_of_kind = list(dict.fromkeys(e.kind for e in examples))
     order = [next(i for i, e in enumerate(examples) if e.kind == k) for k in first_of_kind]
     order += [i for i in range(len(examples)) if i not in order]
+    explored = []
     for n, i in enumerate(order[:n_plots]):
         e = examples[i]
         sentences = list(e.story)[-outputs["sentence_attention"][i].shape[-1]:]
@@ -87,7 +90,26 @@ def write_qa_report(split: str, examples, outputs, n_plots: int, n_predictions: 
         if word_attention:
             word_heatmap(outputs["word_attention"][i], outputs["story_tokens"][i],
                          str(directory / f"{split}_{n:02d}_words.png"), title=title)
+        explored.append({"title": title, "views": explorer_views(outputs, i, sentences, e.supporting, word_attention)})
+    if explored:
+        write_explorer(directory / EXPLORER, explored, title=f"story QA: {split} split")
     return paths + [str(directory)]
+
+
+def explorer_views(outputs, i: int, sentences: Sequence[str], supporting: Sequence[int], word_attention: bool):
+    """One example's views for ``zoo.plots.explorer``: each hop's weights over the sentences (rows the
+    hops, gold evidence marked) and, for a word-level reader, its weights over the story's words."""
+    from zoo.plots.explorer import view
+
+    hops = np.atleast_2d(np.asarray(outputs["sentence_attention"][i], dtype=np.float64))
+    views = [view("hops over the sentences (gold evidence underlined)", [f"hop {h}" for h in range(1, len(hops) + 1)],
+                  sentences, hops, gold=supporting)]
+    if word_attention:
+        weights = np.asarray(outputs["word_attention"][i], dtype=np.float64)
+        tokens = np.asarray(outputs["story_tokens"][i], dtype=object)
+        real = [(t, w) for row_t, row_w in zip(tokens, weights) for t, w in zip(row_t, row_w) if t not in (b"", "")]
+        views.append(view("words of the story", ["words"], [t for t, _ in real], [[w for _, w in real]]))
+    return views
 
 
 def log_qa_outputs(split: str, examples, metrics, outputs, n_plots: int, n_predictions: int, workdir: str,

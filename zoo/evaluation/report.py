@@ -8,6 +8,7 @@ logs them to the active MLflow run (README, "What a run records")::
     zoo.<name>_signature        tags, sacreBLEU's signatures
     predictions.csv             source, reference, hypothesis, correct (the first n_predictions)
     attention/<split>_NN.png    heatmaps of the first n_plots examples
+    attention/explorer.html     the same examples to explore in a browser (zoo.plots.explorer)
     by_length/<split>.csv|png   every by-length metric of zoo.metrics per source-length bin
 """
 
@@ -56,6 +57,22 @@ def write_heatmaps(directory, split: str, sources: Sequence[str], references: Se
             for i in range(min(count, len(sources)))]
 
 
+def explorer_examples(sources: Sequence[str], references: Sequence[str], outputs, count: int,
+                      extra_views: Optional[Sequence[Sequence[Dict]]] = None) -> List[Dict]:
+    """The first ``count`` examples for ``zoo.plots.explorer``: each the decoder's attention over the
+    source as it decoded (``outputs["attention"]``, rows the output tokens), then ``extra_views[i]``
+    (e.g. a Transformer's layers and heads)."""
+    from zoo.plots.explorer import view
+
+    examples = []
+    for i in range(min(count, len(sources))):
+        views = [view("attention while decoding (output token -> source tokens)", outputs["target_tokens"][i],
+                      outputs["source_tokens"][i], outputs["attention"][i])]
+        views += list(extra_views[i]) if extra_views is not None and i < len(extra_views) else []
+        examples.append({"title": f"{sources[i]} -> {outputs['text'][i]} (ref {references[i]})", "views": views})
+    return examples
+
+
 def by_length_panels(metrics: Mapping[str, float]) -> List[str]:
     """The by-length metrics worth a panel for a split with overall scores ``metrics``: all but
     those whose 0 means undefined when the split scores 0 (BLEU on one-word references)."""
@@ -88,16 +105,23 @@ def write_by_length(directory, split: str, references: Sequence[str], outputs, t
 
 def write_report(directory, split: str, sources: Sequence[str], references: Sequence[str],
                  metrics: Mapping[str, float], outputs, n_plots: int, n_predictions: int, attribution=None,
-                 target_tokenizer=None, label: Optional[str] = None) -> Report:
-    """Writes ``predictions.csv``, ``attention/`` (when ``n_plots``) and ``by_length/`` into
-    ``directory`` for a split scored by ``score_split`` (``metrics``, ``outputs``); ``attribution``
-    (the corpus licence's) goes under every figure. Returns the ``Report``."""
+                 target_tokenizer=None, label: Optional[str] = None,
+                 extra_views: Optional[Sequence[Sequence[Dict]]] = None) -> Report:
+    """Writes ``predictions.csv``, ``attention/`` (when ``n_plots``: heatmaps and the explorer, with
+    ``extra_views`` per example) and ``by_length/`` into ``directory`` for a split scored by
+    ``score_split`` (``metrics``, ``outputs``); ``attribution`` (the corpus licence's) goes under every
+    figure. Returns the ``Report``."""
+    from zoo.plots.explorer import EXPLORER, write_explorer
+
     directory = Path(directory)
     report = Report()
     report.paths.append(write_predictions(directory / "predictions.csv", sources[:n_predictions],
                                           references[:n_predictions], outputs["text"][:n_predictions]))
     write_heatmaps(directory / "attention", split, sources, references, outputs, n_plots, footnote=attribution)
     if n_plots:
+        write_explorer(directory / "attention" / EXPLORER,
+                       explorer_examples(sources, references, outputs, n_plots, extra_views),
+                       title=f"{label or 'attention'}: {split} split", footnote=attribution or "")
         report.paths.append(str(directory / "attention"))
     report.by_length = write_by_length(directory / "by_length", split, references, outputs,
                                        target_tokenizer=target_tokenizer, label=label, footnote=attribution,
@@ -107,13 +131,14 @@ def write_report(directory, split: str, sources: Sequence[str], references: Sequ
 
 
 def log_outputs(split_name, sources, references, metrics, signatures, outputs, n_plots, n_predictions, workdir,
-                attribution=None, target_tokenizer=None) -> Report:
+                attribution=None, target_tokenizer=None, extra_views=None) -> Report:
     """Logs a scored split to the active run: ``<split>_*`` metrics, signature tags, and the files of
     ``write_report`` (written into ``workdir``); the by-length curve is named by the run's
     ``zoo.model`` tag. Returns the ``Report``."""
     log_scores(split_name, metrics, signatures)
     label = active_run_tags().get("zoo.model", split_name)
     report = write_report(workdir, split_name, sources, references, metrics, outputs, n_plots, n_predictions,
-                          attribution=attribution, target_tokenizer=target_tokenizer, label=label)
+                          attribution=attribution, target_tokenizer=target_tokenizer, label=label,
+                          extra_views=extra_views)
     log_files(report.paths)
     return report

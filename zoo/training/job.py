@@ -127,7 +127,7 @@ class TranslationKind(TaskKind):
     def score(self, data, model, workdir: str) -> Dict[str, float]:
         task, translate = data.task, self.translator(data, model).translate
         metrics, signatures, outputs = score.score_test(translate, task)
-        score.log_test_report(task, metrics, signatures, outputs, self.cfg.tracking, workdir)
+        score.log_test_report(task, metrics, signatures, outputs, self.cfg.tracking, workdir, model=model)
         examples_csv, example_metrics = score.examples(translate, self.example_pairs,
                                                        int(self.cfg.examples_bleu_k), workdir)
         if examples_csv:  # cfg.examples: d2l-style printout, examples.csv, example_bleu_<i>
