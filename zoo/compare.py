@@ -19,6 +19,13 @@ also writes the figure there; ``--no-log`` logs nothing.
 
 On story QA (``--data story_qa``, any data whose config says ``task: qa``) the table has one
 column per kind of question, each cell ``test accuracy / evidence``.
+
+``--explorer`` puts the newest run of each model (and attention) side by side in one attention
+explorer (``zoo.plots.explorer``): the test examples every run's ``attention/explorer.html`` shows,
+each run's views in turn, logged as ``explorer.html`` of a new ``compare-<data>`` run (``--out
+page.html`` also writes it there; ``--no-log`` logs nothing)::
+
+    python -m zoo.compare --data dates --explorer
 """
 
 from __future__ import annotations
@@ -191,6 +198,53 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
                 mlflow.log_text((table(experiment, data, f"{split}_exact_match", uri=uri) or "") + "\n", "runs.md")
                 result["run_id"] = run.info.run_id
                 result["figure"] = result["figure"] or f"runs:/{run.info.run_id}/by_length.png"
+        return result
+
+
+def explorer(experiment="attention-zoo", data=None, uri=None, log=True, out=None) -> Optional[Dict[str, object]]:
+    """The newest run per model side by side in one explorer (see the module docstring).
+
+    Returns ``{"runs": [labels], "examples": n, "page": path or runs:/ URI, "run_id": id or None}``,
+    or None when no run has an ``attention/explorer.html`` (or they share no example)."""
+    import mlflow
+
+    from zoo.plots.explorer import EXPLORER, read_explorer, side_by_side, write_explorer
+
+    uri = resolve_tracking_uri(uri)
+    metric = "test_accuracy" if data and catalog.data_task(data) == "qa" else "test_exact_match"
+    runs = sorted(newest_runs(experiment, data, metric, uri=uri), key=lambda r: (r.get("tags.zoo.data"), _label(r)))
+    pages, compared, missing = {}, [], []
+    with tempfile.TemporaryDirectory() as workdir:
+        for run in runs:
+            label = _label(run) if data else f"{_label(run)}, {run.get('tags.zoo.data')}"
+            try:
+                path = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path=f"attention/{EXPLORER}",
+                                                           dst_path=os.path.join(workdir, run["run_id"]), tracking_uri=uri)
+            except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
+                missing.append(f"{label} ({run['run_id'][:8]})")
+                continue
+            pages[label] = read_explorer(path)["examples"]
+            compared.append(run)
+        if missing:
+            print(f"No attention/{EXPLORER} (run from before it was logged, or tracking.attention_plots=0): "
+                  f"{', '.join(missing)}", file=sys.stderr)
+        examples = side_by_side(pages) if pages else []
+        if not examples:
+            return None
+        data_name = data or "all"
+        page = write_explorer(os.path.join(workdir, EXPLORER), examples,
+                              title=f"{data_name}: {', '.join(pages)} side by side")
+        result = {"runs": list(pages), "examples": len(examples), "page": None, "run_id": None}
+        if out:
+            shutil.copyfile(page, out)
+            result["page"] = out
+        if log:
+            tags = {"zoo.kind": COMPARISON_KIND, "zoo.data": data_name, "zoo.compare.explorer": "true",
+                    "zoo.compared_runs": ",".join(run["run_id"] for run in compared)}
+            with mlflow_run(uri, experiment, run_name=f"compare-{data_name}", tags=tags) as run:
+                mlflow.log_artifact(page)
+                result["run_id"] = run.info.run_id
+                result["page"] = result["page"] or f"runs:/{run.info.run_id}/{EXPLORER}"
         return result
 
 
@@ -400,8 +454,12 @@ def main(argv=None):
                         help="best first by --metric (its direction in zoo.metrics), not by data and model")
     parser.add_argument("--by-length", action="store_true",
                         help="the metric by source length, as a table and a figure logged to a new run")
-    parser.add_argument("--out", default=None, help="with --by-length: also write the figure to this file")
-    parser.add_argument("--no-log", action="store_true", help="with --by-length: do not log a comparison run")
+    parser.add_argument("--explorer", action="store_true",
+                        help="the newest run per model side by side in one attention explorer, logged to a new run")
+    parser.add_argument("--out", default=None,
+                        help="with --by-length or --explorer: also write the figure (the page) to this file")
+    parser.add_argument("--no-log", action="store_true",
+                        help="with --by-length or --explorer: do not log a comparison run")
     parser.add_argument("--sweep", default=None, metavar="PARENT_RUN_ID",
                         help="a sweep's parent run: its children's table, seed statistics, chart and learning curves")
     parser.add_argument("--runs", nargs="+", default=None, metavar="RUN_ID", help="these runs only")
@@ -412,6 +470,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     found = compare_problems(args.data, args.metric, args.tracking_uri, args.by_length, args.out, args.no_log,
                              sweep=bool(args.sweep), by_length_metrics=zoo.metrics.by_length_names(),
+                             explorer=args.explorer,
                              runs=[("--paired", r, "saved_model") for r in args.paired or ()]
                              + [("--runs", r, None) for r in args.runs or ()]
                              + ([("--sweep", args.sweep, None)] if args.sweep else []))
@@ -448,6 +507,18 @@ def main(argv=None):
         print(f"\nBLEU({args.paired[0][:8]}) - BLEU({args.paired[1][:8]}) = {result['test_bleu_diff']:+.2f}, 95% CI "
               f"[{result['test_bleu_diff_ci_low']:+.2f}, {result['test_bleu_diff_ci_high']:+.2f}], "
               f"p(a not better) = {result['test_bleu_diff_p_value']:.3f}")
+        return 0
+    if args.explorer:
+        result = explorer(args.experiment, args.data, args.tracking_uri, log=not args.no_log, out=args.out)
+        if result is None:
+            print(f"No finished runs with attention/explorer.html sharing a test example in experiment "
+                  f"'{args.experiment}'{f' on data {args.data}' if args.data else ''}.", file=sys.stderr)
+            return 1
+        print(f"{result['examples']} test examples, side by side: {', '.join(result['runs'])}")
+        if result["run_id"]:
+            print(f"Logged to MLflow run {result['run_id']} (compare-{args.data or 'all'}): explorer.html")
+        if result["page"]:
+            print(f"Page: {result['page']}")
         return 0
     if args.by_length:
         try:

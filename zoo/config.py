@@ -723,7 +723,8 @@ def store_problems(flag: str, configured_uri: Optional[str]) -> List[str]:
 
 def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[str], by_length: bool,
                      out: Optional[str], no_log: bool, by_length_metrics: Sequence[str] = (),
-                     sweep: bool = False, runs: Sequence[Tuple[str, str, Optional[str]]] = ()) -> List[str]:
+                     sweep: bool = False, runs: Sequence[Tuple[str, str, Optional[str]]] = (),
+                     explorer: bool = False) -> List[str]:
     """``python -m zoo.compare`` arguments, checked before TensorFlow and MLflow start
     (``by_length_metrics``: ``zoo.metrics.by_length_names()``, which the caller reads; with ``sweep``,
     ``--no-log`` keeps the summary off the parent run). ``runs``: ``(flag, run id, artifact)`` of the
@@ -731,7 +732,12 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
     found = []
     if data is not None and data not in catalog.datasets():
         found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
-    if by_length:
+    if by_length and explorer:
+        found.append("--explorer and --by-length are two comparisons: run one, then the other.")
+    elif explorer:
+        if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
+            found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
+    elif by_length:
         column = metric.split("_", 1)[1] if metric.startswith(("test_", "val_", "train_")) else metric
         if column not in by_length_metrics:
             found.append(f"--metric={metric} has no scores by length. Available: "
@@ -742,7 +748,8 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
     else:
         for flag, value in (("--out", out), ("--no-log", (no_log and not sweep) or None)):
             if value is not None:
-                found.append(f"{flag}={value} does nothing without --by-length: add --by-length, or drop {flag}.")
+                found.append(f"{flag}={value} does nothing without --by-length or --explorer: add one, or drop "
+                             f"{flag}.")
     unreachable = store_problems("--tracking-uri", tracking_uri)
     if runs and not unreachable:
         check = _Checker(OmegaConf.create({}))

@@ -128,3 +128,43 @@ def test_a_transformer_gives_every_layer_and_head_of_its_three_attentions():
     np.testing.assert_allclose(average, np.mean(heads, axis=0), atol=2e-4)
     assert layer_and_head_views(zoo.models.create("bahdanau", source_vocab_size=12, target_vocab_size=12), task,
                                 outputs, 1) is None  # no attention_maps: the decoding view alone
+
+
+def test_compare_explorer_puts_the_newest_run_of_each_model_side_by_side(mlflow_store, tmp_path, capsys):
+    """``python -m zoo.compare --data dates --explorer`` on a real store: runs logged with their
+    explorer pages, one older run of a model (left out), one run on other data (left out)."""
+    import mlflow
+
+    from zoo.compare import main
+
+    def logged(model, data, weight, keys):
+        examples = [{"title": f"{k} -> ?", "key": k, "views": [view("attention", ["x"], ["a", "b"],
+                                                                    [[weight, 1 - weight]])]} for k in keys]
+        page = write_explorer(tmp_path / model / data / str(weight) / "explorer.html", examples)
+        with mlflow.start_run(tags={"zoo.model": model, "zoo.data": data}):
+            mlflow.log_metric("test_exact_match", 0.5)
+            mlflow.log_artifact(page, "attention")
+
+    mlflow.set_tracking_uri(mlflow_store)
+    mlflow.set_experiment("attention-zoo")
+    logged("luong", "dates", 0.1, ["s1", "s2"])  # older: the newer luong run below is the one compared
+    logged("bahdanau", "dates", 0.9, ["s1", "s2", "s3"])
+    logged("luong", "dates", 0.2, ["s2", "s1"])
+    logged("transformer", "reverse", 0.5, ["s1"])
+    out = tmp_path / "side_by_side.html"
+    assert main(["--data", "dates", "--explorer", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 test examples, side by side: bahdanau, luong" in printed
+    data = page_data(out)
+    assert [e["title"] for e in data["examples"]] == ["s1", "s2"]
+    assert [(v["name"], v["weights"][0][0]) for v in data["examples"][0]["views"]] == [
+        ("bahdanau: attention", 0.9), ("luong: attention", 0.2)]
+    client = mlflow.MlflowClient(mlflow_store)
+    (comparison,) = client.search_runs([client.get_experiment_by_name("attention-zoo").experiment_id],
+                                       "tags.`zoo.kind` = 'comparison'")
+    assert comparison.info.run_name == "compare-dates" and comparison.data.tags["zoo.compare.explorer"] == "true"
+    assert [a.path for a in client.list_artifacts(comparison.info.run_id)] == ["explorer.html"]
+    assert main(["--data", "reverse", "--explorer", "--no-log"]) == 0  # one run: its page alone
+    assert main(["--data", "story_qa", "--explorer", "--no-log"]) == 1  # none: said, not a crash
+    assert "No finished runs with attention/explorer.html" in capsys.readouterr().err
+    assert main(["--explorer", "--by-length"]) == 2

@@ -90,7 +90,8 @@ def write_qa_report(split: str, examples, outputs, n_plots: int, n_predictions: 
         if word_attention:
             word_heatmap(outputs["word_attention"][i], outputs["story_tokens"][i],
                          str(directory / f"{split}_{n:02d}_words.png"), title=title)
-        explored.append({"title": title, "views": explorer_views(outputs, i, sentences, e.supporting, word_attention)})
+        explored.append({"title": title, "key": f"{' '.join(e.story)} {e.question} (gold {e.answer!r}, {e.kind})",
+                         "views": explorer_views(outputs, i, sentences, e.supporting, word_attention)})
     if explored:
         write_explorer(directory / EXPLORER, explored, title=f"story QA: {split} split")
     return paths + [str(directory)]

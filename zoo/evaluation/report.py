@@ -69,7 +69,8 @@ def explorer_examples(sources: Sequence[str], references: Sequence[str], outputs
         views = [view("attention while decoding (output token -> source tokens)", outputs["target_tokens"][i],
                       outputs["source_tokens"][i], outputs["attention"][i])]
         views += list(extra_views[i]) if extra_views is not None and i < len(extra_views) else []
-        examples.append({"title": f"{sources[i]} -> {outputs['text'][i]} (ref {references[i]})", "views": views})
+        examples.append({"title": f"{sources[i]} -> {outputs['text'][i]} (ref {references[i]})",
+                         "key": f"{sources[i]} (ref {references[i]})", "views": views})
     return examples
 
 

@@ -12,10 +12,12 @@ story's sentences) and sees it two ways:
   supporting sentences) are underlined;
 - the heatmap of the whole matrix (plotly), its hover giving each weight.
 
-An example is a dict ``{"title": str, "views": [view, ...]}``; a view is ``{"name": str,
+An example is a dict ``{"title": str, "key": str (what it shows, the same across runs: the source
+sentence, the question; the title when absent), "views": [view, ...]}``; a view is ``{"name": str,
 "rows": [str], "columns": [str], "weights": [[float]] (len(rows) x len(columns)), "gold":
 [int] (column indices, optional)}``. ``explorer_payload`` checks and rounds them;
-``side_by_side`` puts several runs' examples together (``python -m zoo.compare --explorer``).
+``side_by_side`` puts several runs' examples together (``python -m zoo.compare --explorer``), which
+reads each run's page back with ``read_explorer``.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def explorer_payload(examples: Sequence[Mapping], title: str, footnote: str = ""
         for v in views:
             if len(v["weights"]) != len(v["rows"]) or any(len(r) != len(v["columns"]) for r in v["weights"]):
                 raise ValueError(f"view {v['name']!r}: weights are not {len(v['rows'])} x {len(v['columns'])}")
-        checked.append({"title": str(example["title"]), "views": views, **({"group": example["group"]}
-                                                                            if "group" in example else {})})
+        checked.append({"title": str(example["title"]), "key": str(example.get("key", example["title"])),
+                        "views": views})
     return {"title": title, "footnote": footnote, "examples": checked}
 
 
@@ -83,14 +85,26 @@ def write_explorer(path, examples: Sequence[Mapping], title: str = "attention ex
     return str(path)
 
 
+def read_explorer(path) -> Dict:
+    """The payload (``explorer_payload``) of an explorer page ``write_explorer`` wrote."""
+    text = Path(path).read_text(encoding="utf-8")
+    start = text.index(_DATA_OPEN) + len(_DATA_OPEN)
+    return json.loads(text[start:text.index("</script>", start)])
+
+
 def side_by_side(runs: Mapping[str, Sequence[Mapping]]) -> List[Dict]:
-    """One example list from several runs' (``{label: examples}``): the examples whose title all
-    runs share, each run's views prefixed with its label, in the first run's order."""
+    """One example list from several runs' (``{label: examples}``): the examples whose key (the
+    source sentence, the question) every run has, titled by it, each run's views in turn prefixed
+    with its label, in the first run's order."""
     labels = list(runs)
-    by_title = {label: {e["title"]: e for e in runs[label]} for label in labels}
-    common = [e["title"] for e in runs[labels[0]] if all(e["title"] in by_title[label] for label in labels)]
-    return [{"title": t, "views": [{**v, "name": f"{label}: {v['name']}"} for label in labels
-                                   for v in by_title[label][t]["views"]]} for t in common]
+    by_key = {label: {e.get("key", e["title"]): e for e in runs[label]} for label in labels}
+    common = [e.get("key", e["title"]) for e in runs[labels[0]]
+              if all(e.get("key", e["title"]) in by_key[label] for label in labels)]
+    return [{"title": key, "key": key, "views": [{**v, "name": f"{label}: {v['name']}"} for label in labels
+                                                 for v in by_key[label][key]["views"]]} for key in common]
+
+
+_DATA_OPEN = '<script id="data" type="application/json">'
 
 
 _PAGE = """<!DOCTYPE html>
