@@ -161,7 +161,7 @@ def evaluate(cfg: DictConfig) -> Dict[str, float]:
         saved = tf.saved_model.load(saved_dir)
         translate_fn = saved.translate
         keras_model = None
-        if overrides or cfg.perplexity:
+        if overrides or (cfg.perplexity and not cfg.interactive):  # interactive translates, scores nothing
             if (extra / "model.keras").exists():
                 import keras
 
