@@ -60,10 +60,10 @@ def _train(tokenizer, workdir):
     mp.setenv("MLFLOW_TRACKING_URI", uri)
     mp.chdir(workdir)
     overrides = ["model=transformer", "data=tatoeba", f"data.path={SHARED_CORPUS}", f"data.tokenizer={tokenizer}",
-                 "data.max_examples=3000", "data.max_size=600", "data.val_size=100", "data.test_size=200",
+                 "data.max_examples=1000", "data.max_size=400", "data.val_size=50", "data.test_size=100",
                  "model.embed_dim=32", "model.intermediate_dim=64", "model.num_layers=1", "trainer.epochs=2",
-                 "trainer.batch_size=64", "trainer.verbose=0", "tracking.attention_plots=1",
-                 "tracking.predictions=200", "tracking.log_pyfunc=false"]
+                 "trainer.batch_size=64", "trainer.verbose=0", "tracking.attention_plots=0",
+                 "tracking.predictions=100", "tracking.log_pyfunc=false"]
     try:
         result = train(compose(overrides))
     finally:
