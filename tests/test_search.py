@@ -39,34 +39,31 @@ def test_a_bad_search_command_line_is_one_clear_error(argv, message):
         space(options(argv)[1])
 
 
-def _search(tmp_path, *args, here=None):
-    """``python -m zoo.search`` over a tiny luong; with ``here`` (a ``MonkeyPatch``), ``zoo.search.main``
-    in this process (TensorFlow is loaded already)."""
-    uri = empty_store(tmp_path)
-    argv = ["model=luong", "debug=smoke", f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false", *args]
-    if here:
-        from zoo.search import main
+def _search(tmp_path, monkeypatch, *args):
+    """``zoo.search.main`` over a tiny luong, in this process (TensorFlow is loaded already; trials draw no
+    attention maps: nothing here reads them)."""
+    from zoo.search import main
 
-        here.setenv("MLFLOW_TRACKING_URI", uri)
-        here.chdir(tmp_path)
-        assert main(argv) == 0
-        stdout = None
-    else:
-        result = run_python(["-m", "zoo.search", *argv], cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
-        assert result.returncode == 0, result.stderr[-3000:]
-        stdout = result.stdout
+    uri = empty_store(tmp_path)
+    argv = ["model=luong", "debug=smoke", f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false",
+            "tracking.attention_plots=0", *args]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
     client = mlflow.MlflowClient(uri)
     experiment = client.get_experiment_by_name("attention-zoo").experiment_id
     parent = client.search_runs([experiment], "tags.zoo.kind = 'search'")
     assert len(parent) == 1
     children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent[0].info.run_id}'")
-    return client, parent[0], children, stdout
+    return client, parent[0], children
 
 
 @pytest.mark.slow
-def test_every_trial_is_a_child_run_and_the_parent_logs_the_best_trial_and_optunas_plots(tmp_path):
-    client, parent, children, stdout = _search(tmp_path, "model.attention=dot,general", "search.trials=2",
-                                               "search.pruning=false", "search.sampler=random")
+def test_every_trial_is_a_child_run_and_the_parent_logs_the_best_trial_and_optunas_plots(tmp_path, monkeypatch,
+                                                                                         capsys):
+    client, parent, children = _search(tmp_path, monkeypatch, "model.attention=dot,general", "search.trials=2",
+                                       "search.pruning=false", "search.sampler=random")
+    stdout = capsys.readouterr().out
     assert parent.info.status == "FINISHED"
     assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
     assert all(c.info.run_name.startswith("trial ") for c in children)
@@ -79,6 +76,13 @@ def test_every_trial_is_a_child_run_and_the_parent_logs_the_best_trial_and_optun
     assert "Best trial" in stdout
 
 
+def test_python_m_zoo_search_is_the_entry_point():
+    """The module runs as ``python -m zoo.search`` (the searches above call its ``main`` in this process)."""
+    result = run_python(["-m", "zoo.search", "--help"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "python -m zoo.search" in result.stdout
+
+
 @pytest.mark.slow
 def test_a_trial_below_the_median_of_earlier_trials_is_pruned_and_its_run_ends_killed(tmp_path, monkeypatch):
     # Earlier trials of the same study (kept in an Optuna storage) reached 1.0 after epoch 1; a smoke
@@ -89,9 +93,9 @@ def test_a_trial_below_the_median_of_earlier_trials_is_pruned_and_its_run_ends_k
         study.add_trial(optuna.trial.create_trial(
             params={"model.attention": "dot"}, value=value, intermediate_values={1: 1.0, 2: value},
             distributions={"model.attention": optuna.distributions.CategoricalDistribution(["dot", "general"])}))
-    client, parent, children, stdout = _search(tmp_path, "model.attention=dot,general", "search.trials=1",
-                                               f"search.storage={storage}", "search.study_name=dates",
-                                               "search.warmup_epochs=0", here=monkeypatch)
+    client, parent, children = _search(tmp_path, monkeypatch, "model.attention=dot,general", "search.trials=1",
+                                       f"search.storage={storage}", "search.study_name=dates",
+                                       "search.warmup_epochs=0")
     assert len(children) == 1
     child = children[0]
     assert child.info.status == "KILLED"
