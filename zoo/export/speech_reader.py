@@ -58,12 +58,14 @@ class SpeechReader(tf.Module):
                                           input_signature=[tf.TensorSpec([None], tf.string, name="wav")])
         self.serving_default = self.transcribe
 
+    # ``transcribe`` and ``transcribe_wav`` call the traced ``transcribe_padded``: the listener and the
+    # greedy search are traced (and saved) once, not once per signature.
     def _transcribe(self, waveforms):
         shape = tf.shape(waveforms)
-        return self._transcribe_padded(waveforms, tf.fill([shape[0]], shape[1]))
+        return self.transcribe_padded(waveforms, tf.fill([shape[0]], shape[1]))
 
     def _transcribe_wav(self, wav):
-        return self._transcribe_padded(*decode_wavs(wav))
+        return self.transcribe_padded(*decode_wavs(wav))
 
     def _transcribe_padded(self, waveforms, num_samples):
         features, frames = listener_input(waveforms, num_samples, self.task.sample_rate, self.task.num_mels)
