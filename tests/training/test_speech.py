@@ -17,7 +17,7 @@ NEEDS_FSDD = pytest.mark.skipif(not SHARED_FSDD.exists(), reason=f"the shared FS
                                 f"(../shared/data/fsdd.zip from the repository root)")
 SMOKE = ["model=listen_attend_spell", "data=spoken_digits", "debug=smoke", f"data.path={SHARED_FSDD}",
          "data.max_digits=4", "model.hidden_size=16", "model.listener_units=8", "model.pyramid_layers=2",
-         "model.attention_options.units=8"]
+         "model.attention_options.units=8", "data.train_size=16", "data.val_size=8"]
 
 
 def test_the_trainer_rules_read_from_the_file_are_the_modules():
