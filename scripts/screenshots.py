@@ -6,8 +6,10 @@ Starts ``mlflow ui`` on a free port of 127.0.0.1 against the store, opens the pa
 Chromium (Debian package ``chromium``; ``--chromium`` for another binary) and writes PNG files:
 ``runs.png`` (the experiment's runs, sweeps grouped under their parent), ``parent.png`` (the newest
 sweep's parent run: description with the summary table), ``child.png`` and ``child_artifacts.png``
-(one of its children: name, description, datasets, system metrics when recorded, artifacts). Needs no
-network. Not run in CI (the browser is not a requirement of the project).
+(one of its children: name, description, datasets, system metrics when recorded, artifacts). With
+``--explorer-run <run id>``: ``explorer.png`` (the run's ``attention/explorer.html`` opened from disk)
+and ``explorer_in_mlflow.png`` (the run page's artifact view showing it). Needs no network. Not run in
+CI (tests/plots/test_explorer_browser.py checks the explorer in the browser there).
 """
 
 from __future__ import annotations
@@ -49,12 +51,35 @@ def shoot(browser: str, url: str, path: str, width: int = 1600, height: int = 11
     print(f"wrote {path}  ({url})")
 
 
+def shoot_explorer_in_ui(browser: str, url: str, path: str) -> None:
+    """The MLflow UI's artifact view of an explorer, once the page inside its frame has drawn the
+    heatmap (a fixed time budget shoots the frame before its 5 MB of script ran): Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
+        page = chromium.new_page(viewport={"width": 1600, "height": 1100})
+        page.goto(url)
+        deadline = time.monotonic() + 120
+        while not any(f.query_selector("#heatmap .main-svg") for f in page.frames if f != page.main_frame):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"error: the explorer did not draw in the MLflow UI at {url}")
+            time.sleep(0.5)
+        frame = next(f for f in page.frames if f != page.main_frame and f.query_selector("#heatmap"))
+        frame.hover("#rows span:nth-child(2)")
+        page.screenshot(path=path)
+        chromium.close()
+    print(f"wrote {path}  ({url})")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"))
     parser.add_argument("--experiment", default="attention-zoo")
     parser.add_argument("--out", default="screenshots")
     parser.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
+    parser.add_argument("--explorer-run", default=None, metavar="RUN_ID",
+                        help="also shoot this run's attention explorer, from disk and in the MLflow UI")
     args = parser.parse_args(argv)
     if not args.chromium:
         print("error: no chromium found: apt-get install chromium, or pass --chromium <binary>", file=sys.stderr)
@@ -90,6 +115,13 @@ def main(argv=None) -> int:
                       os.path.join(args.out, "child_system_metrics.png"))
         else:
             print("no sweep parent run in the store: only runs.png", file=sys.stderr)
+        if args.explorer_run:
+            run = client.get_run(args.explorer_run)
+            page = client.download_artifacts(args.explorer_run, "attention/explorer.html", os.path.abspath(args.out))
+            shoot(args.chromium, f"file://{page}", os.path.join(args.out, "explorer.png"), height=1000)
+            shoot_explorer_in_ui(args.chromium, f"{base}/#/experiments/{run.info.experiment_id}/runs/"
+                                 f"{args.explorer_run}/artifacts/attention/explorer.html",
+                                 os.path.join(args.out, "explorer_in_mlflow.png"))
     finally:
         ui.terminate()
         ui.wait(timeout=30)
