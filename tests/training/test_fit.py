@@ -9,7 +9,7 @@ import pytest
 
 from conftest import compose
 
-SMALL = ["debug=smoke", "data.train_size=96", "data.val_size=16", "trainer.batch_size=16",
+SMALL = ["debug=smoke", "model.hidden_size=16", "data.train_size=96", "data.val_size=16", "trainer.batch_size=16",
          "trainer.steps_per_epoch=null", "trainer.epochs=2", "trainer.early_stopping_patience=0",
          "trainer.bucket_boundaries=[14,18]"]
 
@@ -36,16 +36,30 @@ def run_loop(cfg, runtime, data, model, optimizer, **kwargs):
     return result, logged
 
 
-def test_the_loop_gives_keras_fits_losses_and_weights_on_the_same_batches():
+# Checkpoints inside the epochs too (they change nothing the loop computes): the same run is the loop
+# Keras' fit is compared with and the uninterrupted run a resume is compared with.
+CHECKPOINTED = [*SMALL, "trainer.checkpoint_every_steps=2", "trainer.keep_checkpoints=100"]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """The loop's run of ``CHECKPOINTED`` from its initial weights: (initial weights, result, logged
+    records, model, optimizer, checkpoint directory)."""
+    directory = tmp_path_factory.mktemp("checkpoints")
+    cfg, runtime, data, model, optimizer = setup(CHECKPOINTED)
+    initial = model.get_weights()
+    result, logged = run_loop(cfg, runtime, data, model, optimizer, checkpoint_dir=str(directory))
+    return initial, result, logged, model, optimizer, directory
+
+
+def test_the_loop_gives_keras_fits_losses_and_weights_on_the_same_batches(straight):
     import keras
     import tensorflow as tf
 
     from zoo.training.losses import MaskedCrossEntropy
     from zoo.training.model import make_optimizer
 
-    cfg, runtime, data, model, optimizer = setup(SMALL)
-    initial = model.get_weights()
-    result, logged = run_loop(cfg, runtime, data, model, optimizer)
+    initial, result, logged, model, optimizer, _ = straight
     assert [epoch for epoch, _ in logged] == [1, 2]
     assert result.traces == 1  # bucketed batches of several shapes, one trace
 
@@ -88,21 +102,20 @@ def test_a_non_finite_loss_stops_with_the_step_and_advice():
         run_loop(cfg, runtime, data, model, optimizer)
 
 
-def test_a_loop_state_resumed_mid_epoch_ends_like_an_uninterrupted_one(tmp_path):
+def test_a_loop_state_resumed_mid_epoch_ends_like_an_uninterrupted_one(straight):
     from zoo.training import checkpoint
     from zoo.training.fit import LoopState
 
-    overrides = [*SMALL, "trainer.checkpoint_every_steps=2", "trainer.keep_checkpoints=100"]
-    cfg, runtime, data, model, optimizer = setup(overrides)
-    straight, _ = run_loop(cfg, runtime, data, model, optimizer, checkpoint_dir=str(tmp_path))
-    weights = model.get_weights()
-    middle = [p for p in checkpoint.checkpoints(tmp_path)
+    _, straight_result, _, straight_model, _, directory = straight
+    weights = straight_model.get_weights()
+    middle = [p for p in checkpoint.checkpoints(directory)
               if json.loads((p / "state.json").read_text())["step_in_epoch"] > 0]
     assert middle, "a checkpoint inside an epoch"
-    cfg, runtime, data, model, optimizer = setup(overrides)
+    cfg, runtime, data, model, optimizer = setup(CHECKPOINTED)
     saved, best = checkpoint.load(middle[0], model, optimizer)
     resumed, logged = run_loop(cfg, runtime, data, model, optimizer, state=LoopState(**saved), best_weights=best)
-    assert [r["train_loss"] for r in resumed.state.history] == [r["train_loss"] for r in straight.state.history]
+    assert [r["train_loss"] for r in resumed.state.history] == \
+        [r["train_loss"] for r in straight_result.state.history]
     for got, want in zip(model.get_weights(), weights):
         np.testing.assert_array_equal(got, want)
 
