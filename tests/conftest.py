@@ -29,14 +29,15 @@ def compose(overrides=(), config_name="train"):
 _template = []  # the empty store every ``empty_store`` copies, made once per test process
 
 
-def empty_store(directory) -> str:
-    """The URI of a new, empty MLflow SQLite store at ``<directory>/mlflow.db``.
+def empty_store(directory, name="mlflow.db", default_artifacts=None) -> str:
+    """The URI of a new, empty MLflow SQLite store at ``<directory>/<name>``.
 
     MLflow makes a new store by running its schema migrations (1-2 s of CPU each time, and dozens
     of tests start one); here it makes one store per test process, and each test gets a copy of
     that file: the same tables and ``Default`` experiment, its artifact location moved to
-    ``<directory>/mlruns/0``, where MLflow puts it for a store made in ``directory``. Tests of
-    store creation itself make theirs with MLflow."""
+    ``<directory>/mlruns/0``, where MLflow puts it for a store made in ``directory``, or to
+    ``default_artifacts`` (``mlflow-artifacts:/0`` for a store ``mlflow server`` serves artifacts
+    of). Tests of store creation itself make theirs with MLflow."""
     import shutil
     import sqlite3
     import tempfile
@@ -53,11 +54,11 @@ def empty_store(directory) -> str:
         _template.append(template)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    db = directory / "mlflow.db"
+    db = directory / name
     shutil.copyfile(_template[0], db)
     with sqlite3.connect(db) as connection:
         connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-                           (str(directory.resolve() / "mlruns" / "0"),))
+                           (default_artifacts or str(directory.resolve() / "mlruns" / "0"),))
     connection.close()
     return f"sqlite:///{db}"
 
@@ -213,7 +214,9 @@ def free_port() -> int:
 def mlflow_server(folder):
     """``mlflow server`` on a free port of 127.0.0.1 (SQLite backend and artifacts in ``folder``, its log
     in ``folder/server.log``), once it answers ``/health``: a context manager yielding the port, the
-    server stopped after."""
+    server stopped after. Its store starts as a copy of ``empty_store``'s (the server would otherwise
+    run MLflow's schema migrations), with the ``Default`` experiment's artifacts where the server
+    puts them, ``mlflow-artifacts:/0``."""
     import contextlib
     import subprocess
     import time
@@ -222,6 +225,8 @@ def mlflow_server(folder):
     @contextlib.contextmanager
     def running():
         port = free_port()
+        if not (folder / "server.db").exists():
+            empty_store(folder, "server.db", default_artifacts="mlflow-artifacts:/0")
         log = open(folder / "server.log", "w")
         server = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
