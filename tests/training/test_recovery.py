@@ -1,5 +1,11 @@
 """Nothing lost: real ``python train.py`` subprocesses killed (SIGKILL, SIGTERM) and resumed into
-the same MLflow run, and a diverging run stopped cleanly. Each trains a tiny model for seconds."""
+the same MLflow run, and a diverging run stopped cleanly. Each trains a tiny model for seconds.
+
+A process is killed where the test says because it is frozen while the test looks: ``freeze_when``
+stops it (SIGSTOP), reads its checkpoints, and lets it go on (SIGCONT) unless they show the moment
+wanted; then the signal is sent to the stopped process, which cannot have moved on meanwhile. What
+needs no process boundary (the uninterrupted reference run, a resume that is not killed) trains in
+this process: a ``python train.py`` start costs TensorFlow's import and every first trace again."""
 
 import json
 import os
@@ -14,19 +20,22 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from conftest import ROOT, empty_store
+from conftest import ROOT, compose, empty_store
 
 pytestmark = pytest.mark.slow
 
-# Three short epochs of about 60 steps each, checkpointing every 10 steps.
-TINY = ["debug=smoke", "data.train_size=960", "data.val_size=32", "data.test_size=64", "trainer.epochs=3",
-        "trainer.steps_per_epoch=null", "trainer.batch_size=16", "trainer.early_stopping_patience=0",
-        "trainer.checkpoint_every_steps=10", "tracking.export=false", "tracking.attention_plots=0"]
+# Three short epochs of about 30 steps each, checkpointing every 3 steps; narrow layers (cheap steps).
+TINY = ["debug=smoke", "model.hidden_size=16", "data.train_size=480", "data.val_size=16", "data.test_size=16",
+        "trainer.epochs=3", "trainer.steps_per_epoch=null", "trainer.batch_size=16",
+        "trainer.early_stopping_patience=0", "trainer.checkpoint_every_steps=3", "tracking.export=false",
+        "tracking.attention_plots=0", "tracking.predictions=0"]
 
 
 def start(workdir: Path, overrides):
     uri = f"sqlite:///{workdir / 'mlflow.db'}" if (workdir / "mlflow.db").exists() else empty_store(workdir)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=uri)
+    for leaked in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID"):  # a run in this process
+        env.pop(leaked, None)
     return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *overrides], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -36,44 +45,116 @@ def finish(proc, timeout=600):
     return proc.returncode, out, err
 
 
+def train_here(monkeypatch, workdir: Path, overrides):
+    """``python train.py <overrides>`` in this process (TensorFlow is loaded already), in ``workdir``
+    with its store (``<workdir>/mlflow.db``, made when missing); returns ``train``'s result."""
+    from zoo.training import train
+
+    db = workdir / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}" if db.exists() else empty_store(workdir))
+    monkeypatch.chdir(workdir)
+    return train(compose(overrides))
+
+
 def runs(workdir: Path):
     client = mlflow.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     return client, client.search_runs(experiments)
 
 
-def wait_for_checkpoint_in_epoch(workdir: Path, epoch: int, proc, timeout=300):
-    """Waits until a checkpoint written inside ``epoch`` (1-based) exists; returns its state."""
+def _stopped(pid: int, timeout=10.0) -> bool:
+    """Waits until ``pid`` is stopped (state T); False when it has exited instead."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for state_file in workdir.glob("checkpoints/*/ckpt-*/state.json"):
-            try:
-                state = json.loads(state_file.read_text())
-            except (OSError, ValueError):
-                continue  # renamed away by the pruning
-            if state["epoch"] == epoch - 1 and state["step_in_epoch"] > 0:
-                return state
-        if proc.poll() is not None:
-            raise AssertionError(f"training ended before epoch {epoch}: {proc.stderr.read()[-3000:]}")
-        time.sleep(0.05)
-    raise AssertionError(f"no checkpoint inside epoch {epoch} after {timeout} s")
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            return False
+        if state in "Tt":
+            return True
+        if state in "ZX":
+            return False
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop within {timeout} s")
+
+
+def freeze_when(proc, condition, what: str, timeout=300, every=0.05):
+    """Returns ``condition()``'s first true value, seen with ``proc`` stopped (SIGSTOP), and leaves it
+    stopped: a signal sent now finds the process exactly where the condition saw it. Between looks the
+    process runs (SIGCONT) for ``every`` seconds. The process is killed when the condition fails (an
+    AssertionError), the time is up or the test stops otherwise."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"training ended before {what}: {proc.stderr.read()[-3000:]}")
+            os.kill(proc.pid, signal.SIGSTOP)
+            if _stopped(proc.pid):
+                try:
+                    found = condition()
+                except AssertionError:
+                    raise
+                except Exception:  # noqa: BLE001 - a file or store the process was writing when stopped: look again
+                    found = None
+                if found:
+                    return found
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(every)
+        raise AssertionError(f"not {what} after {timeout} s")
+    except BaseException:
+        proc.kill()
+        raise
+
+
+def checkpoint_states(workdir: Path):
+    """The loop states of the checkpoints in ``workdir``, oldest first."""
+    states = []
+    for state_file in workdir.glob("checkpoints/*/ckpt-*/state.json"):
+        try:
+            states.append(json.loads(state_file.read_text()))
+        except (OSError, ValueError):
+            continue  # being removed by the pruning
+    return sorted(states, key=lambda s: s["global_step"])
+
+
+def inside_epoch(workdir: Path, epoch: int):
+    """A condition: the newest checkpoint is one written inside ``epoch`` (1-based), so the epoch has not
+    ended (its end's checkpoint comes before its metrics are logged); returns that checkpoint's state.
+    Fails at once when the newest checkpoint is already past the epoch."""
+    def condition():
+        states = checkpoint_states(workdir)
+        if not states:
+            return None
+        newest = states[-1]
+        assert newest["epoch"] < epoch, f"epoch {epoch} ended before the test could stop the run: {newest}"
+        return newest if newest["epoch"] == epoch - 1 and newest["step_in_epoch"] > 0 else None
+
+    return condition
+
+
+def kill(proc, signum):
+    """Sends ``signum`` to the stopped ``proc`` and lets it go on to receive it."""
+    os.kill(proc.pid, signum)
+    os.kill(proc.pid, signal.SIGCONT)
 
 
 def history(client, run_id, key):
     return [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
 
 
-def test_sigterm_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
+def test_sigterm_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
     """One run stopped twice and finished: SIGTERM in epoch 1 (a checkpoint, KILLED, a printed resume
     command); that command, SIGKILLed in epoch 2 (RUNNING: no chance to say more); then
     ``trainer.resume=<run id>`` to the end. One MLflow run, each epoch's metrics once, and the losses
-    of an uninterrupted run trained beside it. A FINISHED run is not resumed."""
+    of an uninterrupted run of the same config. A FINISHED run is not resumed."""
     straight_dir, work = tmp_path / "straight", tmp_path / "stopped"
     straight_dir.mkdir(), work.mkdir()
-    straight_proc = start(straight_dir, [*TINY, "trainer.verbose=0"])  # trains beside the one to be stopped
+    straight = train_here(monkeypatch, straight_dir, TINY)  # the uninterrupted run, in this process
+
     proc = start(work, TINY)
-    wait_for_checkpoint_in_epoch(work, 1, proc)
-    proc.send_signal(signal.SIGTERM)
+    freeze_when(proc, inside_epoch(work, 1), "a checkpoint inside epoch 1")
+    kill(proc, signal.SIGTERM)
     code, out, err = finish(proc)
     assert code == 128 + signal.SIGTERM, err[-3000:]
     client, (run,) = runs(work)
@@ -87,31 +168,28 @@ def test_sigterm_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert command[-1] == f"trainer.resume={run_id}"
 
     proc = start(work, command[2:])  # the printed command
-    wait_for_checkpoint_in_epoch(work, 2, proc)
-    proc.send_signal(signal.SIGKILL)
+    freeze_when(proc, inside_epoch(work, 2), "a checkpoint inside epoch 2")
+    kill(proc, signal.SIGKILL)
     proc.wait(timeout=60)
     client, (run,) = runs(work)
     assert run.info.run_id == run_id and run.info.status == "RUNNING"
     assert [step for step, _ in history(client, run_id, "train_loss")] == [1], "killed during epoch 2"
 
-    code, out, err = finish(start(work, [*TINY, f"trainer.resume={run_id}"]))
-    assert code == 0, err[-3000:]
-    code, out, err = finish(straight_proc)
-    assert code == 0, err[-3000:]
+    train_here(monkeypatch, work, [*TINY, f"trainer.resume={run_id}"])  # to the end, in this process
     client, found = runs(work)
     assert [r.info.run_id for r in found] == [run_id]
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
-    _, (straight,) = runs(straight_dir)
-    straight_client = mlflow.MlflowClient(f"sqlite:///{straight_dir / 'mlflow.db'}")
+    straight_client, (straight_run,) = runs(straight_dir)
+    assert straight_run.info.run_id == straight["run_id"]
     for key in ("train_loss", "val_loss", "val_exact_match", "train_tokens_per_sec", "epoch_seconds"):
         assert [s for s, _ in history(client, run_id, key)] == [1, 2, 3], key  # each epoch exactly once
     for key in ("train_loss", "val_loss"):  # same seed, same batches, same weights: equal on this CPU
         resumed = [v for _, v in history(client, run_id, key)]
-        assert resumed == pytest.approx([v for _, v in history(straight_client, straight.info.run_id, key)],
+        assert resumed == pytest.approx([v for _, v in history(straight_client, straight["run_id"], key)],
                                         rel=1e-5), key
     metrics = run.data.metrics
-    assert metrics["test_exact_match"] == pytest.approx(straight.data.metrics["test_exact_match"], abs=0.002)
+    assert metrics["test_exact_match"] == pytest.approx(straight_run.data.metrics["test_exact_match"], abs=0.002)
     assert metrics["epochs_trained"] == 3
     assert run.data.tags["zoo.resumes"] == "2"
     assert not list((work / "checkpoints").glob(f"{run_id}/ckpt-*"))  # FINISHED: nothing left to resume
@@ -137,25 +215,24 @@ def test_a_diverging_run_stops_with_advice_and_exports_nothing(tmp_path):
 
 QA_TINY = ["model=memory_network", "data=story_qa", "data.train_size=320", "data.val_size=25", "data.test_size=50",
            "data.max_sentences=6", "model.embed_dim=8", "trainer.epochs=3", "trainer.batch_size=16",
-           "trainer.early_stopping_patience=0", "trainer.checkpoint_every_steps=10", "trainer.verbose=0",
+           "trainer.early_stopping_patience=0", "trainer.checkpoint_every_steps=2", "trainer.verbose=0",
            "tracking.export=false", "tracking.attention_plots=0", "tracking.predictions=10"]
 
 
-def test_a_killed_story_qa_run_resumes_into_the_same_run(tmp_path):
-    """The qa path (zoo/training/qa.py) checkpoints and resumes like translation: SIGKILL in epoch 2, then
-    trainer.resume=<run id> finishes the same run, each epoch's metrics once. Two train.py starts: 70 s at
-    load 8 on the shared 2-core CPU, mostly TensorFlow's start."""
+def test_a_killed_story_qa_run_resumes_into_the_same_run(tmp_path, monkeypatch):
+    """The qa path (zoo/training/qa.py) checkpoints and resumes like translation: a ``python train.py``
+    SIGKILLed in epoch 2, then trainer.resume=<run id> (in this process) finishes the same run, each
+    epoch's metrics once."""
     proc = start(tmp_path, QA_TINY)
-    wait_for_checkpoint_in_epoch(tmp_path, 2, proc)
-    proc.send_signal(signal.SIGKILL)
+    freeze_when(proc, inside_epoch(tmp_path, 2), "a checkpoint inside epoch 2")
+    kill(proc, signal.SIGKILL)
     proc.wait(timeout=60)
     client, (run,) = runs(tmp_path)
     assert run.info.status == "RUNNING"
     run_id = run.info.run_id
     assert [step for step, _ in history(client, run_id, "val_accuracy")] == [1], "killed during epoch 2"
 
-    code, out, err = finish(start(tmp_path, [*QA_TINY, f"trainer.resume={run_id}"]))
-    assert code == 0, err[-3000:]
+    train_here(monkeypatch, tmp_path, [*QA_TINY, f"trainer.resume={run_id}"])
     client, found = runs(tmp_path)
     assert [r.info.run_id for r in found] == [run_id]
     run = client.get_run(run_id)
