@@ -168,3 +168,37 @@ def test_compare_explorer_puts_the_newest_run_of_each_model_side_by_side(mlflow_
     assert main(["--data", "story_qa", "--explorer", "--no-log"]) == 1  # none: said, not a crash
     assert "No finished runs with attention/explorer.html" in capsys.readouterr().err
     assert main(["--explorer", "--by-length"]) == 2
+
+
+def test_image_views_draw_each_digit_over_the_pixels_with_its_gold_box():
+    from types import SimpleNamespace
+
+    from zoo.training.image import ImageKind
+
+    attention = np.random.default_rng(0).dirichlet(np.ones(6), size=3).reshape(3, 2, 3)  # [T_out, h, w]
+    images = np.arange(2 * 4 * 6, dtype=np.uint8).reshape(2, 4, 6)  # [N, H, W]: 2x2 pixels per cell
+    data = SimpleNamespace(task=SimpleNamespace(splits={"test": SimpleNamespace(images=images)}))
+    boxes = np.array([[0, 0, 1, 2], [1, 0, 3, 1]])  # (x0, y0, x1, y1) in cells: digit 1 column 0, digit 2 row 0
+    views = ImageKind.explorer_views(None, data, 1, "47", attention, boxes)
+    assert [v["name"] for v in views] == ["output 1 ('4') over the image", "output 2 ('7') over the image",
+                                          "output 3 ('<eos>') over the image",
+                                          "every output over the grid's cells (row-major)"]
+    first = views[0]
+    assert first["rows"] == ["row 0", "row 1"] and first["columns"] == ["col 0", "col 1", "col 2"]
+    np.testing.assert_allclose(first["weights"], attention[0], atol=1e-4)
+    assert first["gold_cells"] == [[0, 0], [1, 0]] and views[1]["gold_cells"] == [[0, 1], [0, 2]]
+    assert "gold_cells" not in views[2]  # <eos> has no box
+    background = first["background"]
+    assert np.array_equal(background["z"], images[1]) and background["dx"] == 0.5 and background["x0"] == -0.25
+    flat = views[3]
+    assert flat["rows"] == ["4", "7", "<eos>"] and flat["columns"][:4] == ["0,0", "0,1", "0,2", "1,0"]
+    assert flat["gold_cells"] == [[0, 0], [0, 3], [1, 1], [1, 2]]
+
+
+def test_speech_views_outline_each_digits_gold_frames():
+    from zoo.training.speech import SpeechKind
+
+    attention = np.full((3, 5), 0.2)
+    (only,) = SpeechKind.explorer_views(None, None, 0, "12", attention, np.array([[0, 2], [3, 5]]))
+    assert only["rows"] == ["1", "2", "<eos>"] and only["columns"][-1] == "frame 4"
+    assert only["gold_cells"] == [[0, 0], [0, 1], [1, 3], [1, 4]]

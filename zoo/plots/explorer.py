@@ -15,7 +15,10 @@ story's sentences) and sees it two ways:
 An example is a dict ``{"title": str, "key": str (what it shows, the same across runs: the source
 sentence, the question; the title when absent), "views": [view, ...]}``; a view is ``{"name": str,
 "rows": [str], "columns": [str], "weights": [[float]] (len(rows) x len(columns)), "gold":
-[int] (column indices, optional)}``. ``explorer_payload`` checks and rounds them;
+[int] (column indices, optional), "gold_cells": [[row, column]] (optional: gold per row, e.g. each
+output digit's box or span, outlined in the heatmap and underlined while its row is pointed at),
+"background": {"z": [[float]], "x0", "dx", "y0", "dy"} (optional: an image drawn under the weights,
+e.g. the digits' pixels under a feature grid)}``. ``explorer_payload`` checks and rounds them;
 ``side_by_side`` puts several runs' examples together (``python -m zoo.compare --explorer``), which
 reads each run's page back with ``read_explorer``.
 """
@@ -32,9 +35,11 @@ import numpy as np
 EXPLORER = "explorer.html"
 
 
-def view(name: str, rows: Sequence, columns: Sequence, weights, gold: Optional[Sequence[int]] = None) -> Dict:
+def view(name: str, rows: Sequence, columns: Sequence, weights, gold: Optional[Sequence[int]] = None,
+         gold_cells: Optional[Sequence[Sequence[int]]] = None, background=None) -> Dict:
     """One view, padding cut: ``rows`` and ``columns`` are token lists (bytes or str; "" pads and is
-    dropped from the end), ``weights`` at least ``[len(rows), len(columns)]``."""
+    dropped from the end), ``weights`` at least ``[len(rows), len(columns)]``; ``background``
+    ``[H, W]`` is stretched over the ``len(rows) x len(columns)`` cells."""
     rows = [_text(t) for t in rows]
     columns = [_text(t) for t in columns]
     while rows and rows[-1] == "":
@@ -49,6 +54,13 @@ def view(name: str, rows: Sequence, columns: Sequence, weights, gold: Optional[S
            "weights": [[round(float(x), 4) for x in row] for row in w]}
     if gold:
         out["gold"] = [int(g) for g in gold if 0 <= int(g) < len(columns)]
+    if gold_cells:
+        out["gold_cells"] = [[int(r), int(c)] for r, c in gold_cells if 0 <= r < len(rows) and 0 <= c < len(columns)]
+    if background is not None:
+        z = np.asarray(background, dtype=np.float64)
+        dy, dx = len(rows) / z.shape[0], len(columns) / z.shape[1]
+        out["background"] = {"z": [[round(float(x), 3) for x in row] for row in z],
+                             "x0": -0.5 + dx / 2, "dx": dx, "y0": -0.5 + dy / 2, "dy": dy}
     return out
 
 
@@ -141,10 +153,12 @@ DATA.examples.forEach((e, i) => $("example").add(new Option(e.title, i)));
 function current() { return DATA.examples[+$("example").value].views[+$("view").value]; }
 function shade(row) {
   const v = current(), w = v.weights[row], top = Math.max(...w, 1e-9);
+  const cells = new Set((v.gold_cells || []).filter(([r, c]) => r === row).map(([r, c]) => c));
   document.querySelectorAll("#rows span").forEach((s, i) => s.classList.toggle("active", i === row));
   document.querySelectorAll("#columns span").forEach((s, j) => {
     s.style.background = "rgba(31, 119, 180, " + (w[j] / top).toFixed(3) + ")";
     s.title = w[j].toFixed(4);
+    if (v.gold_cells) s.classList.toggle("gold", cells.has(j));
   });
 }
 function tokens(id, list, gold) {
@@ -159,10 +173,20 @@ function draw() {
   const v = current();
   tokens("rows", v.rows); tokens("columns", v.columns, v.gold);
   document.querySelectorAll("#rows span").forEach((s, i) => s.addEventListener("mouseenter", () => shade(i)));
-  Plotly.react("heatmap", [{type: "heatmap", z: v.weights, x: v.columns.map((c, j) => j + ": " + c),
-                 y: v.rows.map((r, i) => i + ": " + r), colorscale: "Viridis", zmin: 0,
-                 hovertemplate: "%{y} -> %{x}<br>weight %{z:.4f}<extra></extra>"}],
-               {margin: {l: 140, b: 140, t: 20}, yaxis: {autorange: "reversed"}}, {displaylogo: false});
+  const traces = [];
+  if (v.background) traces.push({type: "heatmap", z: v.background.z, x0: v.background.x0, dx: v.background.dx,
+                                 y0: v.background.y0, dy: v.background.dy, colorscale: "Greys", reversescale: true,
+                                 showscale: false, hoverinfo: "skip"});
+  traces.push({type: "heatmap", z: v.weights, colorscale: "Viridis", zmin: 0, opacity: v.background ? 0.6 : 1,
+               hovertemplate: "%{customdata}<br>weight %{z:.4f}<extra></extra>",
+               customdata: v.weights.map((row, i) => row.map((_, j) => v.rows[i] + " -> " + v.columns[j]))});
+  const shapes = (v.gold_cells || []).map(([r, c]) => ({type: "rect", x0: c - 0.5, x1: c + 0.5, y0: r - 0.5,
+                                                         y1: r + 0.5, line: {color: "#2ca02c", width: 2}}));
+  Plotly.react("heatmap", traces,
+               {margin: {l: 140, b: 140, t: 20}, shapes: shapes,
+                xaxis: {tickvals: v.columns.map((_, j) => j), ticktext: v.columns.map((c, j) => j + ": " + c)},
+                yaxis: {autorange: "reversed", tickvals: v.rows.map((_, i) => i),
+                        ticktext: v.rows.map((r, i) => i + ": " + r)}}, {displaylogo: false});
   shade(0);
 }
 function views() {

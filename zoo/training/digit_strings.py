@@ -5,11 +5,14 @@ whose every digit has a gold region in the input (a box of pixels, a span of sam
 scored alike: greedy decoding of the validation split gives ``val_exact_match`` per epoch; of the test
 split ``test_exact_match``, ``test_digit_error_rate`` and, against each digit's gold region mapped onto
 the model's attention positions (a feature grid, listener frames), ``test_alignment_accuracy`` and
-``test_alignment_mass``; the test predictions go to ``predictions.csv``; the export is a SavedModel
-with the ``.keras`` model and the run's config in its ``assets.extra``.
+``test_alignment_mass``; the test predictions go to ``predictions.csv``, the first
+``tracking.attention_plots`` test rows to ``attention/explorer.html`` (each output digit's weights, its
+gold region outlined); the export is a SavedModel with the ``.keras`` model and the run's config in its
+``assets.extra``.
 
 ``DigitStringKind`` holds that; a kind says how it reads a split (``read``), where each digit lies in
-the model's attention positions (``gold_regions``) and which module it exports (``exporter``).
+the model's attention positions (``gold_regions``), what the explorer shows of a row
+(``explorer_views``) and which module it exports (``exporter``).
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ class DigitStringKind(TaskKind):
         """The module whose ``save(directory, config_yaml=...)`` writes the SavedModel."""
         raise NotImplementedError
 
+    def explorer_views(self, data, index: int, text: str, attention, region) -> list:
+        """The ``zoo.plots.explorer`` views of test row ``index``, read as ``text`` with ``attention``
+        (``read``'s), its digits' gold ``region`` (``gold_regions``')."""
+        raise NotImplementedError
+
     def metric(self, data) -> str:
         return "exact_match"
 
@@ -79,18 +87,30 @@ class DigitStringKind(TaskKind):
         return val_metrics
 
     def score_split(self, data, model, split: str):
-        """``(metrics, texts)``: ``TEST_METRICS`` of the greedy readings of ``split`` (NaN where undefined)."""
+        """``(metrics, texts, attention, regions)``: ``TEST_METRICS`` of the greedy readings of ``split``
+        (NaN where undefined), the readings, their attention and the gold regions."""
         texts, attention = self.read(data, model, split, int(self.cfg.trainer.batch_size))
         references, regions = data.task.splits[split].targets, list(self.gold_regions(data, model, split))
         metrics = {name: zoo.metrics.get(name).score(texts, references, attention=attention, regions=regions)
                    for name in TEST_METRICS}
-        return {k: (float("nan") if v is None else v) for k, v in metrics.items()}, texts
+        return {k: (float("nan") if v is None else v) for k, v in metrics.items()}, texts, attention, regions
 
     def score(self, data, model, workdir: str) -> Dict[str, float]:
-        metrics, texts = self.score_split(data, model, "test")
-        path = write_predictions(os.path.join(workdir, "predictions.csv"), data.task.splits["test"].targets, texts,
+        metrics, texts, attention, regions = self.score_split(data, model, "test")
+        references = data.task.splits["test"].targets
+        path = write_predictions(os.path.join(workdir, "predictions.csv"), references, texts,
                                  int(self.cfg.tracking.predictions))
         log.log_files([path])
+        count = min(int(self.cfg.tracking.attention_plots), len(texts))
+        if count:
+            from zoo.plots.explorer import EXPLORER, write_explorer
+
+            examples = [{"title": f"test row {i}: {references[i]} -> {texts[i]!r}", "key": f"test row {i}: {references[i]}",
+                         "views": self.explorer_views(data, i, texts[i], attention[i], regions[i])}
+                        for i in range(count)]
+            write_explorer(os.path.join(workdir, "attention", EXPLORER), examples,
+                           title=f"{self.cfg.model.name}: test split")
+            log.log_files([os.path.join(workdir, "attention")])
         metrics = {f"test_{k}": v for k, v in metrics.items()}
         log.log_metrics(metrics)
         return metrics

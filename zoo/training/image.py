@@ -113,6 +113,26 @@ class ImageKind(DigitStringKind):
         return boxes_to_grid(task.splits[split].boxes, (task.height, task.width),
                              model.grid_shape(task.height, task.width))
 
+    def explorer_views(self, data, index: int, text: str, attention, region) -> list:
+        """Per output digit, its weights over the feature grid drawn over the image's pixels, the gold
+        box of the digit in its place outlined; then every output token's weights over the cells."""
+        from zoo.plots.explorer import view
+
+        weights = np.asarray(attention)  # [T_out, h, w]
+        h, w = weights.shape[1:]
+        image = data.task.splits["test"].images[index]
+        tokens = (list(text) + ["<eos>"])[:weights.shape[0]]
+        cells = [[(r, c) for r in range(y0, y1) for c in range(x0, x1)] for x0, y0, x1, y1 in np.asarray(region)]
+        views = [view(f"output {t + 1} ({token!r}) over the image", [f"row {r}" for r in range(h)],
+                      [f"col {c}" for c in range(w)], weights[t],
+                      gold_cells=cells[t] if t < len(cells) else None, background=image)
+                 for t, token in enumerate(tokens)]
+        flat = weights.reshape(len(weights), h * w)
+        views.append(view("every output over the grid's cells (row-major)", tokens,
+                          [f"{r},{c}" for r in range(h) for c in range(w)], flat,
+                          gold_cells=[(t, r * w + c) for t, box in enumerate(cells[:len(tokens)]) for r, c in box]))
+        return views
+
     def exporter(self, data, model):
         """``read(images uint8 [B, H, W])`` -> text, ids, attention ``[B, T_out, h, w]``
         (``zoo.export.image_reader``), traced anew for the export."""

@@ -109,3 +109,14 @@ class SpeechKind(DigitStringKind):
 
     def gold_regions(self, data, model, split: str):
         return gold_frames(model, data.task, split)
+
+    def explorer_views(self, data, index: int, text: str, attention, region) -> list:
+        """Every output token's weights over the listener's frames, each digit's gold span outlined."""
+        from zoo.plots.explorer import view
+
+        weights = np.asarray(attention)  # [T_out, U]
+        tokens = (list(text) + ["<eos>"])[:weights.shape[0]]
+        spans = np.asarray(region)
+        cells = [(t, f) for t, (f0, f1) in enumerate(spans[:len(tokens)]) for f in range(f0, f1)]
+        return [view("every output over the listener's frames (gold spans outlined)", tokens,
+                     [f"frame {u}" for u in range(weights.shape[1])], weights, gold_cells=cells)]
