@@ -52,11 +52,12 @@ def losses(uri):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path, monkeypatch):
+def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - the SavedModel's tokenizer ops
 
-    from zoo.training import train
+    from training.test_fit import run_loop, setup
+    from zoo import kernels
 
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
@@ -67,13 +68,12 @@ def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path, 
                               env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
                                                                   "task": {"type": "worker", "index": i}})))
              for i in range(2)]
-    # The single-worker reference trains here meanwhile (its losses only: no export); this process
-    # has TensorFlow loaded already, a third train.py would load it again.
-    single = tmp_path / "single"
-    single_uri = empty_store(single)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", single_uri)
-    monkeypatch.chdir(single)
-    reference = train(compose([*overrides(model, "default"), "tracking.export=false"]))
+    # The single-worker reference trains here meanwhile: the same data, model and loop (zoo.training.fit)
+    # with the default strategy, its per-epoch losses only (no MLflow run, no decoding, no export); this
+    # process has TensorFlow loaded already, a third train.py would load it again.
+    with kernels.using(compose([f"model={model}"]).kernels):  # what train.py runs with
+        cfg, runtime, data, reference, optimizer = setup(overrides(model, "default"))
+        _, logged = run_loop(cfg, runtime, data, reference, optimizer)
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
@@ -85,10 +85,9 @@ def test_two_workers_agree_match_one_worker_and_record_one_run(model, tmp_path, 
     run_id = runs[0].info.run_id
     assert not (tmp_path / "checkpoints" / run_id).exists()  # finished: removed
 
-    single_client = mlflow.MlflowClient(single_uri)
     for key in ("train_loss", "val_loss"):
         two = [m.value for m in client.get_metric_history(run_id, key)]
-        one = [m.value for m in single_client.get_metric_history(reference["run_id"], key)]
+        one = [record[key] for _, record in logged]
         assert len(two) == 2 and two == pytest.approx(one, rel=1e-4), key
 
     # The chief's SavedModel translates (loaded here: tests/test_end_to_end.py and others load
