@@ -1,71 +1,53 @@
 """A resume never loses the run, and a full disk never ends one (issue 45, item 3).
 
-Real ``python train.py`` runs on tiny data: a run SIGKILLed after its second epoch whose newest
-checkpoint's ``weights.npz`` is then cut to half its size (as a full disk or an interrupted copy
-leaves it) is resumed from the checkpoint before it, into the same MLflow run, each epoch logged once;
-when no checkpoint can be read the resume says so in one line and changes nothing. A checkpoint
+Tiny data: a ``python train.py`` run SIGKILLed after its second epoch whose newest checkpoint's
+``weights.npz`` is then cut to half its size (as a full disk or an interrupted copy leaves it) is
+resumed from the checkpoint before it, into the same MLflow run, each epoch logged once; when no
+checkpoint can be read, ``python train.py`` says so in one line and changes nothing. A checkpoint
 writer that raises ENOSPC (a full disk) costs one warning line, and the run finishes.
 """
 
 import errno
-import json
 import shutil
 import signal
-import time
 
+import mlflow
 import pytest
 
-from training.test_recovery import finish, history, runs, start
+from training.test_recovery import checkpoint_states, finish, freeze_when, history, kill, runs, start, train_here
 
 from conftest import compose
 
 pytestmark = pytest.mark.slow
 
-# Three epochs of 60 steps, checkpoints at epoch ends only, the newest two kept.
-TINY = ["debug=smoke", "data.train_size=960", "data.val_size=32", "data.test_size=32", "trainer.epochs=3",
-        "trainer.steps_per_epoch=null", "trainer.batch_size=16", "trainer.early_stopping_patience=0",
-        "trainer.keep_checkpoints=2", "tracking.export=false", "tracking.attention_plots=0",
-        "tracking.predictions=0"]
+# Three epochs of about 30 steps, checkpoints at epoch ends only, the newest two kept; narrow layers.
+TINY = ["debug=smoke", "model.hidden_size=16", "data.train_size=480", "data.val_size=16", "data.test_size=16",
+        "trainer.epochs=3", "trainer.steps_per_epoch=null", "trainer.batch_size=16",
+        "trainer.early_stopping_patience=0", "trainer.keep_checkpoints=2", "tracking.export=false",
+        "tracking.attention_plots=0", "tracking.predictions=0"]
 KEYS = ("train_loss", "val_loss", "val_exact_match", "epoch_seconds")
 
 
-def wait_for_logged_epoch(workdir, epoch: int, proc, timeout=300) -> str:
-    """Waits until the run's MLflow history holds ``epoch``; returns the run id.
+def epoch_logged(workdir, epoch: int):
+    """A condition for ``freeze_when``: the run's MLflow history holds ``epoch`` and the next epoch has
+    not ended; returns the run id. Fails at once when a later epoch's end is checkpointed already.
 
     The checkpoint of an epoch's end is written just before its metrics are logged (zoo/training/fit.py):
-    the store is asked only once that file is there, and a few times a second, so that the poll does
-    not take the CPU the run needs."""
-    deadline = time.monotonic() + timeout
-    client = None
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"training ended before epoch {epoch} was logged: {proc.stderr.read()[-3000:]}")
-        if epoch_end_checkpoint_written(workdir, epoch):
-            try:
-                client, found = runs(workdir) if client is None else (client, search(client))
-                if found and [s for s, _ in history(client, found[0].info.run_id, "train_loss")][-1:] == [epoch]:
-                    return found[0].info.run_id
-            except Exception:  # noqa: BLE001 - the store is being written by the run: ask again
-                pass
-            time.sleep(0.2)
-        else:
-            time.sleep(0.05)
-    raise AssertionError(f"epoch {epoch} not logged after {timeout} s")
+    the store is asked only once that checkpoint is there, with one client."""
+    clients = []
 
+    def condition():
+        states = checkpoint_states(workdir)
+        if not states or states[-1]["epoch"] < epoch:
+            return None
+        assert states[-1]["epoch"] == epoch, f"epoch {epoch + 1} ended before the test could stop the run"
+        (folder,) = {path.parent.name for path in workdir.glob("checkpoints/*/ckpt-*")}
+        if not clients:
+            clients.append(mlflow.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}"))
+        logged = [s for s, _ in history(clients[0], folder, "train_loss")]
+        return folder if logged[-1:] == [epoch] else None
 
-def epoch_end_checkpoint_written(workdir, epoch: int) -> bool:
-    for state_file in workdir.glob("checkpoints/*/ckpt-*/state.json"):
-        try:
-            state = json.loads(state_file.read_text())
-        except (OSError, ValueError):
-            continue  # being written, or renamed away by the pruning
-        if state["epoch"] >= epoch and state["step_in_epoch"] == 0:
-            return True
-    return False
-
-
-def search(client):
-    return client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return condition
 
 
 def cut_in_half(path):
@@ -73,12 +55,17 @@ def cut_in_half(path):
     path.write_bytes(data[: len(data) // 2])
 
 
-def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one_before(tmp_path):
+def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one_before(tmp_path, monkeypatch,
+                                                                                          capfd):
+    """The run is SIGKILLed with its second epoch logged, stopped (``freeze_when``) before the third
+    ends. The refusal is a ``python train.py`` of its own (exit code and output of the entry point); the
+    resume that goes on trains in this process."""
     proc = start(tmp_path, TINY)
-    run_id = wait_for_logged_epoch(tmp_path, 2, proc)
-    proc.send_signal(signal.SIGKILL)
+    run_id = freeze_when(proc, epoch_logged(tmp_path, 2), "epoch 2 logged")
+    kill(proc, signal.SIGKILL)
     proc.wait(timeout=60)
     client, (run,) = runs(tmp_path)
+    assert run.info.run_id == run_id
     assert run.info.status == "RUNNING"  # SIGKILL: no chance to say more
     older, newest = sorted((tmp_path / "checkpoints" / run_id).glob("ckpt-*"))
     assert [s for s, _ in history(client, run_id, "train_loss")] == [1, 2]
@@ -98,8 +85,9 @@ def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one
 
     # The older one readable again: the resume names the newest in one line and goes on from the older.
     shutil.copyfile(backup, older / "weights.npz")
-    code, out, err = finish(start(tmp_path, [*TINY, f"trainer.resume={run_id}"]))
-    assert code == 0, err[-3000:]
+    capfd.readouterr()
+    train_here(monkeypatch, tmp_path, [*TINY, f"trainer.resume={run_id}"])
+    out, err = capfd.readouterr()
     named = [line for line in err.splitlines() if newest.name in line]
     assert len(named) == 1 and "cannot be restored" in named[0] and "weights.npz" in named[0], err[-3000:]
     assert f"Resuming from {older}" in out
@@ -116,8 +104,6 @@ def test_a_checkpoint_writer_that_finds_the_disk_full_is_one_warning_and_the_run
     """Every checkpoint write raises ENOSPC halfway through its first file (the low-level writer is
     patched; a tmpfs too small for one would need root): one warning naming the folder and the size
     a checkpoint needs, the run FINISHED with each epoch logged, nothing half written left behind."""
-    import mlflow
-
     from zoo.training import checkpoint, train
 
     def full_disk(path, arrays):
@@ -126,7 +112,7 @@ def test_a_checkpoint_writer_that_finds_the_disk_full_is_one_warning_and_the_run
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(checkpoint, "_write_npz", full_disk)
-    result = train(compose(["debug=smoke", "trainer.epochs=3", "trainer.checkpoint_every_steps=1",
+    result = train(compose(["debug=smoke", "model.hidden_size=16", "trainer.epochs=3", "trainer.checkpoint_every_steps=1",
                             "tracking.export=false", "tracking.attention_plots=0", "tracking.predictions=0"]))
     err = capfd.readouterr().err
     warnings = [line for line in err.splitlines() if "not written to" in line]
