@@ -71,7 +71,7 @@ def test_the_replacements_are_registered_and_the_training_ones_left_out_of_expor
 
 
 def test_an_exported_decoding_step_has_no_custom_gradient():
-    model = _model()
+    model = _model(num_layers=1)  # each layer runs the same code: one keeps the trace small
     source = tf.TensorSpec([None, None], tf.int32)
     with kernels.using("fast"), kernels.exporting():
         @tf.function(input_signature=[source])
@@ -132,8 +132,9 @@ def test_training_with_dropout_draws_the_same_masks_fast_and_reference():
 
 
 def test_a_compiled_training_step_with_lengths_known_at_run_time_is_the_reference():
-    """As ``fit`` traces it: the fast path's products then choose their kernels by a ``cond``."""
-    model = _model()
+    """As ``fit`` traces it: the fast path's products then choose their kernels by a ``cond``. One layer
+    keeps the trace small (two layers, eagerly: the tests above and below)."""
+    model = _model(num_layers=1)
     spec = tf.TensorSpec([None, None], tf.int32)
     with kernels.using("fast"):
         compiled = tf.function(lambda s, t: _training_step(model)(s, t), input_signature=[spec, spec])
