@@ -80,6 +80,10 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     assert (art / "saved_model" / "saved_model.pb").exists()
     assert (art / "saved_model" / "assets.extra" / "config.yaml").exists()
     assert len(list((art / "attention").glob("*.png"))) == 2
+    from zoo.plots.explorer import read_explorer
+
+    explored = read_explorer(art / "attention" / "explorer.html")["examples"]  # the same two test examples
+    assert len(explored) == 2 and explored[0]["views"][0]["columns"][-1] == "<eos>"
     assert (art / "vocab" / "source" / "vocab.txt").read_text().splitlines()[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"]
     rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
     assert len(rows) == 200 and set(rows[0]) == {"source", "reference", "hypothesis", "correct"}

@@ -66,6 +66,11 @@ def test_run_records_the_qa_contract(trained):
     assert (art / "vocab" / "words" / "vocab.txt").exists()
     plots = sorted(p.name for p in (art / "attention").glob("*.png"))
     assert plots == [f"test_{i:02d}_sentences.png" for i in range(5)]  # one per kind first; no word map here
+    from zoo.plots.explorer import read_explorer
+
+    explored = read_explorer(art / "attention" / "explorer.html")["examples"]
+    assert len(explored) == 5 and [v["rows"] for v in explored[0]["views"]] == [["hop 1", "hop 2", "hop 3"]]
+    assert all(v.get("gold") for e in explored for v in e["views"])  # each story's evidence marked
     rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
     assert len(rows) == 100 and {r["kind"] for r in rows} == set(KINDS)
     accuracy = sum(int(r["correct"]) for r in rows) / len(rows)
