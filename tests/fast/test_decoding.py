@@ -142,6 +142,9 @@ NARROW_SEARCHES = ("greedy", "beam1", "beam4_penalties", "beam4_best", "sample_t
 MODELS = [("bahdanau", NARROW, NARROW_SEARCHES), ("luong", NARROW, NARROW_SEARCHES),
           ("seq2seq", NARROW, NARROW_SEARCHES), ("transformer", NARROW, NARROW_SEARCHES),
           ("luong", WIDE, ("beam1", "beam4_penalties", "sample_top_k", "sample_top_p"))]
+# The searches read a model through decode_step alone: one Transformer layer (its stacks, fast and
+# reference, are compared step by step in tests/fast/test_transformer.py).
+ONE_LAYER = {"transformer": {"num_layers": 1}}
 IDS = ("ids", "lengths", "nbest_ids", "nbest_lengths")  # equal exactly; scores and attention within float32
 
 
@@ -150,7 +153,8 @@ def _model(name, vocab):
     (over 2,500 words its hypotheses' scores lie 1e-6 apart, where float32 rounding alone reorders
     them), so its output projection is scaled up, as training would sharpen it."""
     keras.utils.set_random_seed(0)
-    model = zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=vocab, **TINY[name])
+    model = zoo.models.create(name, source_vocab_size=SRC_VOCAB, target_vocab_size=vocab,
+                              **{**TINY[name], **ONE_LAYER.get(name, {})})
     projection = model.ensure_built().output_projection
     projection.kernel.assign(projection.kernel * 30.0)
     return model
