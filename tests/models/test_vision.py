@@ -77,7 +77,7 @@ def test_a_gradient_step_lowers_the_loss_on_a_fixed_batch():
         return loss_fn(TARGET_OUT, logits) + tf.add_n(model.losses)
 
     before = float(loss())
-    for _ in range(5):
+    for _ in range(2):
         with tf.GradientTape() as tape:
             value = loss()
         grads = tape.gradient(value, model.trainable_variables)
@@ -215,7 +215,7 @@ def test_hard_mode_lowers_the_loss_on_a_fixed_batch():
 
     before = token_loss()
     attention_weights = {id(v) for v in model.attention.trainable_variables}
-    for _ in range(5):
+    for _ in range(2):
         with tf.GradientTape() as tape:
             value = loss_fn(TARGET_OUT, model((IMAGES, TARGET_IN), training=True)) + tf.add_n(model.losses)
         grads = tape.gradient(value, model.trainable_variables)
