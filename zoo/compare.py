@@ -120,6 +120,24 @@ def _label(run) -> str:
     return run.get("tags.zoo.model") + (f" ({attention})" if attention != "-" else "")
 
 
+def _each_artifact(runs, artifact: str, data, uri: str, workdir: str):
+    """``([(label, run, local path)], [missing])``: ``artifact`` of each run downloaded into
+    ``workdir``, and the labels of the runs that do not have it (logged before it existed)."""
+    import mlflow
+
+    found, missing = [], []
+    for run in runs:
+        label = _label(run) if data else f"{_label(run)}, {run.get('tags.zoo.data')}"
+        try:
+            path = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path=artifact,
+                                                       dst_path=os.path.join(workdir, run["run_id"]), tracking_uri=uri)
+        except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
+            missing.append(f"{label} ({run['run_id'][:8]})")
+            continue
+        found.append((label, run, path))
+    return found, missing
+
+
 def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", uri=None, split="test",
               log=True, out=None, rank=False) -> Optional[Dict[str, object]]:
     """Compares the newest run per model by source length (see the module docstring).
@@ -139,16 +157,10 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
     spec = zoo.metrics.get(column)
     runs = newest_runs(experiment, data, f"{split}_exact_match", uri=uri)
     runs = _order(runs, f"{split}_{column}", rank, lambda r: (r.get("tags.zoo.data"), _label(r)))
-    series, compared, missing = {}, [], []
+    series, compared = {}, []
     with tempfile.TemporaryDirectory() as workdir:
-        for run in runs:
-            label = _label(run) if data else f"{_label(run)}, {run.get('tags.zoo.data')}"
-            try:
-                path = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path=f"by_length/{split}.csv",
-                                                           dst_path=os.path.join(workdir, run["run_id"]), tracking_uri=uri)
-            except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
-                missing.append(f"{label} ({run['run_id'][:8]})")
-                continue
+        found, missing = _each_artifact(runs, f"by_length/{split}.csv", data, uri, workdir)
+        for label, run, path in found:
             series[label] = read_csv(path)
             compared.append(run)
         if missing:
@@ -213,16 +225,10 @@ def explorer(experiment="attention-zoo", data=None, uri=None, log=True, out=None
     uri = resolve_tracking_uri(uri)
     metric = "test_accuracy" if data and catalog.data_task(data) == "qa" else "test_exact_match"
     runs = sorted(newest_runs(experiment, data, metric, uri=uri), key=lambda r: (r.get("tags.zoo.data"), _label(r)))
-    pages, compared, missing = {}, [], []
+    pages, compared = {}, []
     with tempfile.TemporaryDirectory() as workdir:
-        for run in runs:
-            label = _label(run) if data else f"{_label(run)}, {run.get('tags.zoo.data')}"
-            try:
-                path = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path=f"attention/{EXPLORER}",
-                                                           dst_path=os.path.join(workdir, run["run_id"]), tracking_uri=uri)
-            except Exception:  # noqa: BLE001 - MLflow raises several types for a missing artifact
-                missing.append(f"{label} ({run['run_id'][:8]})")
-                continue
+        found, missing = _each_artifact(runs, f"attention/{EXPLORER}", data, uri, workdir)
+        for label, run, path in found:
             pages[label] = read_explorer(path)["examples"]
             compared.append(run)
         if missing:

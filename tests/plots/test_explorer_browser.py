@@ -11,9 +11,12 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import screenshots  # noqa: E402  (free_port, wait_for: the MLflow UI as the screenshot script starts it)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -120,13 +123,13 @@ def test_the_explorer_opens_from_disk_with_no_network_and_follows_the_pointer(ru
 
 
 def test_the_explorer_works_in_the_mlflow_ui_artifact_view(run, browser):
-    port = _free_port()
+    port = screenshots.free_port()
     ui = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", run["uri"], "--host",
                            "127.0.0.1", "--port", str(port)], cwd=run["workdir"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_for(f"{base}/health", ui)
+        screenshots.wait_for(f"{base}/health", ui)
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -149,25 +152,3 @@ def _frames_with(page, selector, seconds=60):
             return found
         time.sleep(0.5)
     raise AssertionError(f"no frame of the MLflow UI shows {selector} after {seconds} s")
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(url, process, seconds=120):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"mlflow ui exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"mlflow ui did not answer at {url} within {seconds} s")
