@@ -79,7 +79,14 @@ def table(entries, prefix: str) -> str:
     return "\n".join(rows) + "\n"
 
 
-def attention_page(name, module, cls) -> str:
+def equations():
+    """``{name: TeX}``: each attention's equation (docs/site/equations.yaml)."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "docs" / SITE / "equations.yaml").read_text(encoding="utf-8"))
+
+
+def attention_page(name, module, cls, equation=None) -> str:
     description, entries = conf_entries(CONF / "attention" / f"{name}.yaml")
     kind = next((value for key, value, _ in entries if key == "kind"), "other")
     text, commands = USAGE.get(kind, USAGE["other"])
@@ -93,7 +100,8 @@ def attention_page(name, module, cls) -> str:
            f"`python train.py model=transformer model.attention={name} debug=smoke` logs every layer and head "
            "on test examples as `attention/explorer.html`." if kind == "self" else
            "A run of a model built on it logs its weights as `attention/explorer.html`.")
-    return (f"# {name}\n\n{description}\n\n**Kind:** {kind} · **Configuration:** `conf/attention/{name}.yaml`\n\n"
+    math = f"\\[\n{equation}\n\\]\n\n" if equation else ""
+    return (f"# {name}\n\n{description}\n\n{math}**Kind:** {kind} · **Configuration:** `conf/attention/{name}.yaml`\n\n"
             f"## Use it\n\n{use}\n## Configuration\n\n{table(entries, prefix)}\n"
             f"## See what it attends to\n\n{see}\n\n## API\n\n::: {module}.{cls}\n")
 
@@ -126,7 +134,8 @@ def pages():
     attentions = registered(ROOT / "zoo" / "attention", "register_attention")
     models = registered(ROOT / "zoo" / "models", "register_model")
     datasets = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))
-    out = {f"{SITE}/attention/{n}.md": attention_page(n, m, c) for n, (m, c, _) in attentions.items()}
+    typeset = equations()
+    out = {f"{SITE}/attention/{n}.md": attention_page(n, m, c, typeset.get(n)) for n, (m, c, _) in attentions.items()}
     out.update({f"{SITE}/models/{n}.md": model_page(n, m, c, t) for n, (m, c, t) in models.items()})
     out.update({f"{SITE}/data/{n}.md": data_page(n) for n in datasets})
     out[f"{SITE}/attention/index.md"] = index_page(

@@ -29,7 +29,9 @@ def test_the_generated_pages_are_the_registries():
         assert made == sorted(names), folder
         index = pages[f"site/{folder}/index.md"]
         assert all(f"]({name}.md)" in index for name in names)
+    assert sorted(mkdocs_hooks.equations()) == sorted(zoo.attention.names())  # every mechanism's equation typeset
     additive = pages["site/attention/additive.md"]
+    assert "\\[\ne_{ij} = v_a^\\top \\tanh(W_a s_{i-1} + U_a h_j)" in additive
     assert "::: zoo.attention.additive_attention.AdditiveAttention" in additive  # the API from the docstring
     assert "| `model.attention_options.units` | `null` |" in additive  # the keys and defaults of conf/
     assert "python train.py model=bahdanau model.attention=additive" in additive
@@ -83,7 +85,7 @@ def test_the_site_in_a_browser_loads_cleanly_with_its_math_rendered(site):
 
 def check_page(browser, site, path):
     """``path`` of the built site from disk: no console error, nothing fetched remotely, no broken
-    image; on the concepts page the math typeset by KaTeX, no raw TeX left."""
+    image; on the concepts page and an attention's page the math typeset by KaTeX, no raw TeX left."""
     page = browser.new_page()
     errors, remote = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -93,9 +95,10 @@ def check_page(browser, site, path):
     page.wait_for_load_state("load")
     broken = page.eval_on_selector_all("img", "imgs => imgs.filter(i => !i.complete || !i.naturalWidth).map(i => i.src)")
     assert errors == [] and broken == [] and remote == [], (path, errors, broken, remote)
-    if path == "site/concepts.html":
+    if path in ("site/concepts.html", "site/attention/additive.html"):
         page.wait_for_selector(".katex", timeout=30_000)
         text = page.inner_text("article")
         assert "\\[" not in text and "\\(" not in text and "\\frac" not in text  # no raw TeX left
         assert page.eval_on_selector_all(".katex-display", "e => e.length") >= 1
+        assert page.eval_on_selector_all(".katex-error", "e => e.map(x => x.title)") == []  # TeX KaTeX could not read
     page.close()
