@@ -60,6 +60,7 @@ def shoot_explorer_in_ui(browser: str, url: str, path: str) -> None:
         chromium = p.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
         page = chromium.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
+        page.wait_for_selector("iframe", timeout=120_000)
         deadline = time.monotonic() + 120
         while not any(f.query_selector("#heatmap .main-svg") for f in page.frames if f != page.main_frame):
             if time.monotonic() > deadline:
