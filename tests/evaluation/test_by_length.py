@@ -72,7 +72,7 @@ def test_a_report_is_files_in_a_directory(tmp_path):
     report = write_report(tmp_path, "test", [r[::-1] for r in refs], refs, metrics, outputs, n_plots=2,
                           n_predictions=3, label="seq2seq")
     assert report.paths == [str(tmp_path / "predictions.csv"), str(tmp_path / "attention"), str(tmp_path / "by_length")]
-    assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == ["test_00.png", "test_01.png"]
+    assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == ["explorer.html", "test_00.png", "test_01.png"]
     assert sorted(p.name for p in (tmp_path / "by_length").iterdir()) == ["test.csv", "test.png"]
     assert (tmp_path / "predictions.csv").read_text(encoding="utf-8").splitlines() == [
         "source,reference,hypothesis,correct", "ab,ba,ba,1", "cd,dc,xc,0", "abcde,edcba,edcbb,0"]
