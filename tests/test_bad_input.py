@@ -237,6 +237,8 @@ TOOLS = [  # python -m <module> <arguments>
     ("zoo.compare", ["--data", "nope"], ["--data=nope", "Available: dates"]),
     ("zoo.compare", ["--by-length", "--metric", "test_loss"], ["--metric=test_loss", "test_bleu"]),
     ("zoo.compare", ["--out", "figure.png"], ["--out=figure.png", "--by-length"]),
+    ("zoo.compare", ["--explorer", "--by-length"], ["--explorer and --by-length are two comparisons"]),
+    ("zoo.compare", ["--explorer", "--out", "nowhere/page.html"], ["--out=nowhere/page.html", "does not exist"]),
     ("zoo.compare", [], ["no MLflow store"], "missing_store"),
     ("zoo.compare", ["--paired", "{bare_run}", "0123456789abcdef"], ["--paired={bare_run}", "has no saved_model/",
                                                                     "--paired=0123456789abcdef", "is not a run in"]),

@@ -734,18 +734,15 @@ def compare_problems(data: Optional[str], metric: str, tracking_uri: Optional[st
         found.append(f"--data={data} is not valid. Available: {', '.join(catalog.datasets())} (default: all data)")
     if by_length and explorer:
         found.append("--explorer and --by-length are two comparisons: run one, then the other.")
-    elif explorer:
-        if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
-            found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
     elif by_length:
         column = metric.split("_", 1)[1] if metric.startswith(("test_", "val_", "train_")) else metric
         if column not in by_length_metrics:
             found.append(f"--metric={metric} has no scores by length. Available: "
                          f"{', '.join('test_' + m for m in by_length_metrics)} "
                          f"(default: test_exact_match)")
-        if out is not None and not Path(out).expanduser().absolute().parent.is_dir():
-            found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
-    else:
+    if (by_length or explorer) and out is not None and not Path(out).expanduser().absolute().parent.is_dir():
+        found.append(f"--out={out}: the folder {Path(out).expanduser().absolute().parent} does not exist.")
+    if not (by_length or explorer):
         for flag, value in (("--out", out), ("--no-log", (no_log and not sweep) or None)):
             if value is not None:
                 found.append(f"{flag}={value} does nothing without --by-length or --explorer: add one, or drop "
