@@ -4,21 +4,49 @@ terminals) may open the same new store at the same moment."""
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from conftest import ROOT
 
-START_A_RUN = r"""
-import sys, time
-from zoo.tracking.runs import mlflow_run
-start = float(sys.argv[2])
-time.sleep(max(0.0, start - time.time()))   # every process opens the store at the same moment
-with mlflow_run(sys.argv[1], "parallel") as run:
-    import mlflow
-    mlflow.log_metric("x", 1.0)
-print(run.info.run_id)
+# One interpreter imports MLflow and zoo.tracking once, then forks a process per job: four processes, each
+# with its own SQLite connections, open the same new store at the same moment, as four jobs of a parallel
+# launcher would, without four interpreters importing MLflow (nothing is opened before the fork).
+START_RUNS = r"""
+import os, sys, time
+import mlflow
+import mlflow.store.tracking.sqlalchemy_store, mlflow.tracking.fluent, alembic.command, git  # noqa: E401, F401
+from zoo.tracking.runs import mlflow_run  # all imported once, before the fork; no store is opened before it
+uri, jobs = sys.argv[1], int(sys.argv[2])
+start = time.time() + 1.0  # the forks take milliseconds
+children = []
+for job in range(jobs):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a job: wait for the start, open the store, log, report its run id
+        os.close(read)
+        try:
+            time.sleep(max(0.0, start - time.time()))  # every job opens the store at the same moment
+            with mlflow_run(uri, "parallel") as run:
+                mlflow.log_metric("x", 1.0)
+            os.write(write, run.info.run_id.encode())
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    os.close(write)
+    children.append((pid, read))
+failed = 0
+for pid, read in children:
+    run_id = b""
+    while chunk := os.read(read, 64):
+        run_id += chunk
+    _, status = os.waitpid(pid, 0)
+    failed += status != 0
+    print(run_id.decode())
+sys.exit(1 if failed else 0)
 """
 
 
@@ -28,16 +56,13 @@ def test_parallel_jobs_can_create_the_same_new_sqlite_store(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     script = tmp_path / "start.py"
-    script.write_text(START_A_RUN, encoding="utf-8")
+    script.write_text(START_RUNS, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("MLFLOW_TRACKING_URI", None)
-    start = time.time() + 8.0  # after every interpreter has imported mlflow
-    procs = [subprocess.Popen([sys.executable, str(script), uri, str(start)], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    results = [p.communicate(timeout=300) for p in procs]
-    for proc, (_, err) in zip(procs, results):
-        assert proc.returncode == 0, err[-2000:]
-    run_ids = {out.strip().splitlines()[-1] for out, _ in results}
+    proc = subprocess.run([sys.executable, str(script), uri, "4"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ids = set(proc.stdout.split())
     assert len(run_ids) == 4
     client = mlflow.MlflowClient(uri)
     for run_id in run_ids:
