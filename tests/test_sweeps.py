@@ -105,8 +105,10 @@ def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_r
 @pytest.mark.slow
 def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(tmp_path):
     uri = empty_store(tmp_path)
+    # No keras_model/ export: nothing here reads it (tests/test_credentials.py checks the regression export).
     result = run_python([str(ROOT / "train.py"), "-m", "experiment=nadaraya_watson", "seed=1,2,3",
-                         "trainer.verbose=0", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                         "trainer.verbose=0", "tracking.export=false", "hydra/launcher=joblib",
+                         "hydra.launcher.n_jobs=2"],
                         cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
     assert result.returncode == 0, result.stderr[-3000:]
     client = _client(uri)
