@@ -174,6 +174,7 @@ def test_metrics_survive_a_server_outage(server, tmp_path, capfd, monkeypatch):
     # The command the message names (its __main__, in this process: the interpreter's start is not the claim)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
     monkeypatch.setattr(sys, "argv", ["python -m zoo.tracking.buffer", str(end / FILE_NAME)])
+    monkeypatch.delitem(sys.modules, "zoo.tracking.buffer", raising=False)  # runpy runs it afresh, as python -m
     runpy.run_module("zoo.tracking.buffer", run_name="__main__", alter_sys=True)
     assert f"Sent 1 metric rows of {end / FILE_NAME}." in capfd.readouterr().out
     assert MlflowClient(server.uri).get_run(run_id).data.metrics["test_bleu"] == 12.5
