@@ -22,9 +22,21 @@ def make(**overrides):
     return zoo.models.create("transformer_classifier", vocab_size=VOCAB, num_classes=CLASSES, **{**TINY, **overrides})
 
 
+_MADE = {}
+
+
+def made(**overrides):
+    """``make(**overrides)``, built once per setting (the class defaults filled in) for the checks that
+    only read the model (outputs, gradients, saving); a test that changes its weights calls ``make``."""
+    key = repr(sorted({"positions": "sinusoidal", "pooling": "mean", **overrides}.items()))
+    if key not in _MADE:
+        _MADE[key] = make(**overrides).ensure_built()
+    return _MADE[key]
+
+
 @pytest.mark.parametrize("positions, pooling", [(p, "mean") for p in transformer.POSITIONS] + [("rotary", "cls")])
 def test_logits_have_the_documented_shapes_and_ignore_padding(positions, pooling):
-    model = make(positions=positions, pooling=pooling)
+    model = made(positions=positions, pooling=pooling)
     logits = model.classify(TOKENS).numpy()
     assert logits.shape == (3, CLASSES) and np.isfinite(logits).all()
     padded = model.classify(np.pad(TOKENS, [[0, 0], [0, 3]])).numpy()  # more padding: the same answer
@@ -39,7 +51,7 @@ def test_logits_have_the_documented_shapes_and_ignore_padding(positions, pooling
 
 
 def test_mean_pooling_is_the_mean_of_the_encoder_outputs_over_the_real_tokens():
-    model = make()
+    model = made()
     x, mask, _ = model.encode(TOKENS)
     x, mask = x.numpy(), mask.numpy()
     pooled = np.stack([x[i][mask[i]].mean(0) for i in range(3)])
@@ -75,7 +87,7 @@ def test_the_fast_encoder_layer_gives_the_reference_logits_and_gradients(positio
 
     from zoo import kernels
 
-    model = make(positions=positions).ensure_built()
+    model = made(positions=positions)
     results = {}
     for mode in ("fast", "reference"):
         with kernels.using(mode), tf.GradientTape() as tape:
@@ -87,7 +99,7 @@ def test_the_fast_encoder_layer_gives_the_reference_logits_and_gradients(positio
         np.testing.assert_allclose(fast, reference, rtol=1e-5, atol=1e-5)
 
 def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
-    model = make(pooling="cls", positions="learned", max_length=16).ensure_built()
+    model = made(pooling="cls", positions="learned")  # max_length=16: TINY's
     path = str(tmp_path / "classifier.keras")
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
@@ -101,20 +113,26 @@ def test_bad_arguments_are_refused_with_the_name_and_value():
         make(embed_dim=9)
 
 
-@pytest.mark.parametrize("attention", ["linformer", "linear", "performer", "memory_efficient", "differential"])
-def test_model_attention_is_every_encoder_layers_self_attention(attention):
+def every_layer_attends_with(model, attention):
     import zoo.attention
 
-    model = make(attention=attention)
     assert all(type(layer.self_attention) is zoo.attention.ATTENTIONS.get(attention) for layer in model.encoder_layers)
     assert np.isfinite(model.classify(TOKENS).numpy()).all()
+
+
+# memory_efficient: test_memory_efficient_attention_classifies_as_multi_head_does, on its one model
+@pytest.mark.parametrize("attention", ["linformer", "linear", "performer", "differential"])
+def test_model_attention_is_every_encoder_layers_self_attention(attention):
+    model = made(attention=attention)
+    every_layer_attends_with(model, attention)
     if attention == "linformer":  # sized for the model's longest input (and the [CLS] row)
         assert model.encoder_layers[0].self_attention.max_length == 16
         assert make(attention=attention, pooling="cls").encoder_layers[0].self_attention.max_length == 17
 
 
 def test_memory_efficient_attention_classifies_as_multi_head_does():
-    reference = make().ensure_built()
+    reference = made()
     blocked = make(attention="memory_efficient").ensure_built()
+    every_layer_attends_with(blocked, "memory_efficient")  # as test_model_attention_is_every_..., its own weights
     blocked.set_weights(reference.get_weights())  # exact softmax attention over blocks: the same function
     np.testing.assert_allclose(blocked.classify(TOKENS).numpy(), reference.classify(TOKENS).numpy(), atol=1e-5)
