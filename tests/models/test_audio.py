@@ -26,6 +26,13 @@ def make(**overrides):
     return zoo.models.create("listen_attend_spell", target_vocab_size=VOCAB, num_mels=MELS, **{**TINY, **overrides})
 
 
+@pytest.fixture(scope="module")
+def built():
+    """``make()`` built once, for the checks that only read it (outputs, decoding, saving); a test that
+    trains calls ``make``."""
+    return make().ensure_built()
+
+
 def numpy(x):
     return keras.ops.convert_to_numpy(x)
 
@@ -52,8 +59,8 @@ def test_features_are_normalised_over_each_rows_real_frames():
         np.testing.assert_array_equal(got[row, n:], 0.0)
 
 
-def test_the_listener_reduces_time_and_padding_changes_no_row():
-    model = make()
+def test_the_listener_reduces_time_and_padding_changes_no_row(built):
+    model = built
     assert model.reduction == 4
     memory = model.encode((FEATURES, FRAMES))
     h, mask = numpy(memory["memory"]), numpy(memory["memory_mask"])
@@ -72,8 +79,8 @@ def test_the_listener_reduces_time_and_padding_changes_no_row():
 
 @pytest.mark.parametrize("overrides", [{}, {"cell": "gru", "speller_layers": 2},
                                        {"attention": "additive", "attention_options": {"units": 8}}])
-def test_shapes_finite_outputs_and_attention_on_real_frames(overrides):
-    model = make(**overrides)
+def test_shapes_finite_outputs_and_attention_on_real_frames(overrides, built):
+    model = make(**overrides) if overrides else built
     logits = numpy(model((FEATURES, FRAMES, TARGET_IN)))
     assert logits.shape == (3, 4, VOCAB) and np.all(np.isfinite(logits))
     attention = numpy(model.attention_weights((FEATURES, FRAMES, TARGET_IN)))
@@ -102,12 +109,12 @@ def test_a_few_gradient_steps_lower_the_loss_on_a_fixed_batch():
     assert float(loss()) < before
 
 
-def test_greedy_decoding_is_teacher_forcing_on_its_own_output_and_the_keras_file_round_trips(tmp_path):
+def test_greedy_decoding_is_teacher_forcing_on_its_own_output_and_the_keras_file_round_trips(tmp_path, built):
     import tensorflow as tf
 
     from zoo.decoding import greedy_decode
 
-    model = make()
+    model = built
     ids, attention, _ = greedy_decode(model, (tf.constant(FEATURES), tf.constant(FRAMES)), 4)
     ids = ids.numpy()
     target_in = np.concatenate([np.full((3, 1), 2, "int32"), ids[:, :-1]], axis=1)

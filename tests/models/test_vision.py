@@ -23,8 +23,15 @@ def make(**overrides):
     return zoo.models.create("show_attend_tell", target_vocab_size=VOCAB, **kwargs)
 
 
-def test_shapes_attention_rows_and_the_grid():
-    model = make()
+@pytest.fixture(scope="module")
+def built():
+    """``make()`` built once, for the checks that only read it (outputs, penalty, decoding); a test that
+    changes its weights calls ``make``."""
+    return make().ensure_built()
+
+
+def test_shapes_attention_rows_and_the_grid(built):
+    model = built
     logits = keras.ops.convert_to_numpy(model((IMAGES, TARGET_IN)))
     assert logits.shape == (3, 4, VOCAB) and np.all(np.isfinite(logits))
     assert model.grid_shape(16, 24) == (4, 6) and model.stride == 4
@@ -38,8 +45,8 @@ def test_shapes_attention_rows_and_the_grid():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(memory["memory"]), grid.reshape(3, 24, 8))
 
 
-def test_the_doubly_stochastic_penalty_is_the_papers_sum_over_real_steps():
-    model = make()
+def test_the_doubly_stochastic_penalty_is_the_papers_sum_over_real_steps(built):
+    model = built
     model((IMAGES, TARGET_IN))
     (penalty,) = model.losses
     _, attention = model.teacher_forced(IMAGES, TARGET_IN)
@@ -87,8 +94,8 @@ def test_a_gradient_step_lowers_the_loss_on_a_fixed_batch():
 
 
 @pytest.mark.parametrize("attention", ["additive", "location_aware"])
-def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention):
-    model = make(attention=attention)
+def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention, built):
+    model = built if attention == "additive" else make(attention=attention)  # additive: make()'s
     ids, weights, lengths = greedy_decode(model, IMAGES, max_length=5)
     ids, weights, lengths = ids.numpy(), weights.numpy(), lengths.numpy()
     assert weights.shape == (3, ids.shape[1], 24)  # [B, T_out, L]: the grid's cells
@@ -111,10 +118,10 @@ def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
     assert loaded.get_config()["attention_penalty"] == 0.5 and loaded.grid_shape(16, 24) == (4, 6)
 
 
-def test_beam_search_of_size_one_is_greedy_and_wider_beams_attend_over_the_grid():
+def test_beam_search_of_size_one_is_greedy_and_wider_beams_attend_over_the_grid(built):
     from zoo.decoding.beam_search import beam_search
 
-    model = make()
+    model = built
     greedy_ids, greedy_weights, _ = greedy_decode(model, IMAGES, max_length=5)
     best = beam_search(model, IMAGES, max_length=5, beam_size=1)
     steps = greedy_ids.shape[1]
@@ -248,6 +255,8 @@ def test_hard_attention_trains_through_the_lifecycle(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = train(compose(["model=show_attend_tell", "data=digit_strings", "debug=smoke", "model.attention_mode=hard",
                             "model.hidden_size=16", "model.filters=4",
-                            # the run's figures and the pyfunc wrapper do not depend on the attention mode
-                            "tracking.attention_plots=0", "tracking.log_pyfunc=false"]))
+                            # the run's figures, predictions, export and pyfunc wrapper do not depend on the
+                            # attention mode (tests/training and tests/export run them)
+                            "tracking.attention_plots=0", "tracking.log_pyfunc=false", "tracking.export=false",
+                            "tracking.predictions=0"]))
     assert 0 <= result["test_exact_match"] <= 1 and math.isfinite(result["test_digit_error_rate"])
