@@ -1,53 +1,32 @@
 """A resume never loses the run, and a full disk never ends one (issue 45, item 3).
 
-Tiny data: a ``python train.py`` run SIGKILLed after its second epoch whose newest checkpoint's
-``weights.npz`` is then cut to half its size (as a full disk or an interrupted copy leaves it) is
-resumed from the checkpoint before it, into the same MLflow run, each epoch logged once; when no
-checkpoint can be read, ``python train.py`` says so in one line and changes nothing. A checkpoint
-writer that raises ENOSPC (a full disk) costs one warning line, and the run finishes.
+Tiny data, in this process: a run stopped after its second epoch (``StopTraining`` from its epoch hook,
+which ends it KILLED and keeps its checkpoints, as a kill does; the real SIGTERM and SIGKILL of a
+``python train.py`` are tests/training/test_recovery.py's) whose newest checkpoint's ``weights.npz`` is
+then cut to half its size (as a full disk or an interrupted copy leaves it) is resumed from the
+checkpoint before it, into the same MLflow run, each epoch logged once; when no checkpoint can be read,
+the resume is refused in one line and changes nothing. A checkpoint writer that raises ENOSPC (a full
+disk) costs one warning line, and the run finishes.
 """
 
 import errno
 import shutil
-import signal
 
 import mlflow
 import pytest
 
-from training.test_recovery import checkpoint_states, finish, freeze_when, history, kill, runs, start, train_here
+from training.test_recovery import history, runs, train_here
 
 from conftest import compose
 
 pytestmark = pytest.mark.slow
 
-# Three epochs of about 30 steps, checkpoints at epoch ends only, the newest two kept; narrow layers.
-TINY = ["debug=smoke", "model.hidden_size=16", "data.train_size=480", "data.val_size=16", "data.test_size=16",
+# Three epochs of 8 steps, checkpoints at epoch ends only, the newest two kept; narrow layers.
+TINY = ["debug=smoke", "model.hidden_size=16", "data.train_size=128", "data.val_size=16", "data.test_size=16",
         "trainer.epochs=3", "trainer.steps_per_epoch=null", "trainer.batch_size=16",
         "trainer.early_stopping_patience=0", "trainer.keep_checkpoints=2", "tracking.export=false",
         "tracking.attention_plots=0", "tracking.predictions=0"]
 KEYS = ("train_loss", "val_loss", "val_exact_match", "epoch_seconds")
-
-
-def epoch_logged(workdir, epoch: int):
-    """A condition for ``freeze_when``: the run's MLflow history holds ``epoch`` and the next epoch has
-    not ended; returns the run id. Fails at once when a later epoch's end is checkpointed already.
-
-    The checkpoint of an epoch's end is written just before its metrics are logged (zoo/training/fit.py):
-    the store is asked only once that checkpoint is there, with one client."""
-    clients = []
-
-    def condition():
-        states = checkpoint_states(workdir)
-        if not states or states[-1]["epoch"] < epoch:
-            return None
-        assert states[-1]["epoch"] == epoch, f"epoch {epoch + 1} ended before the test could stop the run"
-        (folder,) = {path.parent.name for path in workdir.glob("checkpoints/*/ckpt-*")}
-        if not clients:
-            clients.append(mlflow.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}"))
-        logged = [s for s, _ in history(clients[0], folder, "train_loss")]
-        return folder if logged[-1:] == [epoch] else None
-
-    return condition
 
 
 def cut_in_half(path):
@@ -57,16 +36,24 @@ def cut_in_half(path):
 
 def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one_before(tmp_path, monkeypatch,
                                                                                           capfd):
-    """The run is SIGKILLed with its second epoch logged, stopped (``freeze_when``) before the third
-    ends. The refusal is a ``python train.py`` of its own (exit code and output of the entry point); the
-    resume that goes on trains in this process."""
-    proc = start(tmp_path, TINY)
-    run_id = freeze_when(proc, epoch_logged(tmp_path, 2), "epoch 2 logged")
-    kill(proc, signal.SIGKILL)
-    proc.wait(timeout=60)
+    """The run stops with its second epoch logged (checkpoints of epochs 1 and 2). With both cut short the
+    resume is one ``ConfigError`` line (``train.py`` prints it as one ``error:`` line, exit code 2: the
+    FINISHED refusal of test_recovery.py checks that path of the entry point) and nothing changes; with
+    the older one whole again, the resume names the newest in one line, goes on from the older one and
+    trains epoch 2 again without logging it twice."""
+    from zoo.config import print_errors
+    from zoo.errors import ConfigError
+    from zoo.training import StopTraining
+
+    def stop_after_epoch_2(record, epoch):
+        if epoch == 2:
+            raise StopTraining("stopped after epoch 2 by the test")
+
+    with pytest.raises(StopTraining):
+        train_here(monkeypatch, tmp_path, TINY, on_epoch=stop_after_epoch_2)
     client, (run,) = runs(tmp_path)
-    assert run.info.run_id == run_id
-    assert run.info.status == "RUNNING"  # SIGKILL: no chance to say more
+    run_id, status = run.info.run_id, run.info.status
+    assert status != "FINISHED"
     older, newest = sorted((tmp_path / "checkpoints" / run_id).glob("ckpt-*"))
     assert [s for s, _ in history(client, run_id, "train_loss")] == [1, 2]
 
@@ -75,12 +62,16 @@ def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one
     shutil.copyfile(older / "weights.npz", backup)
     cut_in_half(older / "weights.npz")
     cut_in_half(newest / "weights.npz")
-    code, out, err = finish(start(tmp_path, [*TINY, f"trainer.resume={run_id}"]))
+    capfd.readouterr()
+    with pytest.raises(ConfigError) as refused:
+        train_here(monkeypatch, tmp_path, [*TINY, f"trainer.resume={run_id}"])
+    print_errors(refused.value)
+    err = capfd.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert code == 2 and len(errors) == 1, err[-3000:]
+    assert len(errors) == 1, err[-3000:]
     assert "none of the 2 checkpoints" in errors[0] and older.name in errors[0] and newest.name in errors[0]
-    assert "Traceback" not in err and "HYDRA_FULL_ERROR" not in err
-    assert client.get_run(run_id).info.status == "RUNNING"
+    assert f"The run stays {status}" in errors[0]
+    assert client.get_run(run_id).info.status == status
     assert older.is_dir() and newest.is_dir()
 
     # The older one readable again: the resume names the newest in one line and goes on from the older.
@@ -90,7 +81,7 @@ def test_a_truncated_newest_checkpoint_is_named_and_the_run_goes_on_from_the_one
     out, err = capfd.readouterr()
     named = [line for line in err.splitlines() if newest.name in line]
     assert len(named) == 1 and "cannot be restored" in named[0] and "weights.npz" in named[0], err[-3000:]
-    assert f"Resuming from {older}" in out
+    assert f"Resuming from {older}" in out and "(epoch 2," in out  # epoch 2 is trained again
     client, found = runs(tmp_path)
     assert [r.info.run_id for r in found] == [run_id]
     run = client.get_run(run_id)

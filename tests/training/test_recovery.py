@@ -45,15 +45,16 @@ def finish(proc, timeout=600):
     return proc.returncode, out, err
 
 
-def train_here(monkeypatch, workdir: Path, overrides):
+def train_here(monkeypatch, workdir: Path, overrides, on_epoch=None):
     """``python train.py <overrides>`` in this process (TensorFlow is loaded already), in ``workdir``
-    with its store (``<workdir>/mlflow.db``, made when missing); returns ``train``'s result."""
+    with its store (``<workdir>/mlflow.db``, made when missing); returns ``train``'s result.
+    ``on_epoch(record, epoch)``: ``train``'s epoch hook."""
     from zoo.training import train
 
     db = workdir / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}" if db.exists() else empty_store(workdir))
     monkeypatch.chdir(workdir)
-    return train(compose(overrides))
+    return train(compose(overrides), on_epoch=on_epoch)
 
 
 def runs(workdir: Path):
