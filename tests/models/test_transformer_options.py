@@ -42,11 +42,23 @@ def make(**options):
     return model
 
 
+_MADE = {}
+
+
+def made(**options):
+    """``make(**options)``, built once per set of options for the checks that only read the model
+    (outputs, caches, decoding, saving); a test that changes a model calls ``make``."""
+    key = repr(sorted(options.items()))
+    if key not in _MADE:
+        _MADE[key] = make(**options)
+    return _MADE[key]
+
+
 @pytest.mark.parametrize("options", OPTIONS, ids=_ids)
 def test_cached_decoding_equals_teacher_forcing(options):
     """Per-step logits of ``decode_step`` with the cache = the teacher-forced logits; greedy ids, fed back
     teacher-forced, are each position's argmax."""
-    model = make(**options)
+    model = made(**options)
     full = keras.ops.convert_to_numpy(model.teacher_forced(SOURCE, TARGET_IN)[0])
     memory = model.encode(SOURCE)
     state = model.initial_state(memory, max_length=8)
@@ -67,7 +79,7 @@ def test_beam_search_reorders_every_cache_part():
     size 3 finds a sequence no less likely."""
     from zoo.decoding import beam_search
 
-    model = make(**OPTIONS[-1])
+    model = made(**OPTIONS[-1])
     ids, _, lengths, logprob = [keras.ops.convert_to_numpy(t) for t in greedy_decode_with_scores(model, SOURCE, 6)]
     one = beam_search(model, SOURCE, 6, beam_size=1)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(one["ids"]), ids)
@@ -79,7 +91,7 @@ def test_beam_search_reorders_every_cache_part():
 @pytest.mark.parametrize("options, shape", [({}, (3, 2, 8, 4)), ({"num_kv_heads": 1}, (3, 1, 8, 4)),
                                             ({"attention_window": 3}, (3, 2, 3, 4))], ids=["full", "mqa", "window"])
 def test_the_cache_holds_the_shared_heads_and_the_window_only(options, shape):
-    model = make(**options)
+    model = made(**options)
     state = model.initial_state(model.encode(SOURCE), max_length=8)
     assert len(state) == 1 + 2 * TINY["num_layers"]
     assert {tuple(part.shape) for part in state[1:]} == {shape}
@@ -88,7 +100,7 @@ def test_the_cache_holds_the_shared_heads_and_the_window_only(options, shape):
 
 def test_positions_none_and_the_score_biases_add_nothing_to_the_embeddings():
     for positions in ("relative", "t5", "alibi", "none"):
-        model = make(positions=positions)
+        model = made(positions=positions)
         assert model.source_positions is None and model.target_positions is None
         assert all(layer.rope is None for layer in model.encoder_layers)
         biases = [layer.score_bias for layer in [*model.encoder_layers, *model.decoder_layers]]
@@ -96,11 +108,11 @@ def test_positions_none_and_the_score_biases_add_nothing_to_the_embeddings():
 
 
 def test_t5_shares_one_table_per_stack_and_relative_learns_one_per_layer():
-    t5 = make(positions="t5")
+    t5 = made(positions="t5")
     assert t5.encoder_layers[0].score_bias is t5.encoder_layers[1].score_bias is t5.encoder_position_bias
     assert t5.encoder_position_bias.bidirectional and not t5.decoder_position_bias.bidirectional
     assert sum("position_bias" in v.path for v in t5.weights) == 2  # [buckets, H] each, counted once
-    relative = make(positions="relative")
+    relative = made(positions="relative")
     assert relative.encoder_layers[0].score_bias is not relative.encoder_layers[1].score_bias
     assert sum("relative_positions" in v.path for v in relative.weights) == 2 * 2 * 2  # a^K, a^V per layer
 
@@ -125,7 +137,7 @@ def test_the_attention_option_chooses_the_self_attention_and_the_cross_attention
 
 @pytest.mark.parametrize("options", [OPTIONS[0], OPTIONS[-1]], ids=_ids)
 def test_keras_file_round_trip(options, tmp_path):
-    model = make(**options)
+    model = made(**options)
     want = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
     model.save(tmp_path / "model.keras")
     loaded = keras.saving.load_model(tmp_path / "model.keras")
@@ -144,14 +156,15 @@ def test_train_smoke_runs_finish_with_the_options(tmp_path):
 
     uri = empty_store(tmp_path)
     for options in SMOKE:
-        result = train(compose(["model=transformer", *options, "debug=smoke", f"tracking.uri={uri}",
+        result = train(compose(["model=transformer", *options, "model.num_layers=1", "trainer.epochs=1",
+                                "debug=smoke", f"tracking.uri={uri}",
                                 f"trainer.checkpoint_dir={tmp_path / 'ckpt'}", "tracking.export=false",
                                 "tracking.attention_plots=0", "tracking.predictions=0",
                                 "data.val_size=8", "data.test_size=8"]))  # one validation batch: one eval trace
         assert result["run_id"], options
     import mlflow
 
-    # The decoder's cache, logged with the run: N = 2 layers x (keys, values) x H_kv = 1 x W = 4 slots x
+    # The decoder's cache, logged with the run: N = 1 layer x (keys, values) x H_kv = 1 x W = 4 slots x
     # d_k = 8 / 4 x 4 bytes, whatever the target length (without the window: 4 x L slots of 4 heads).
     metrics = mlflow.MlflowClient(uri).get_run(result["run_id"]).data.metrics
-    assert metrics["decoding_cache_bytes"] == 2 * 2 * 1 * 4 * 2 * 4
+    assert metrics["decoding_cache_bytes"] == 1 * 2 * 1 * 4 * 2 * 4
