@@ -28,7 +28,8 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A Transformer smoke run (no export: the explorer is what is looked at) in its own store."""
+    """A Transformer smoke run (no export: the explorer is what is looked at) in its own store, read by
+    both tests."""
     import mlflow
 
     from zoo.training import train
@@ -41,7 +42,9 @@ def run(tmp_path_factory):
     os.environ["MLFLOW_TRACKING_URI"] = uri
     os.chdir(workdir)
     try:
-        result = train(compose(["model=transformer", "debug=smoke", "tracking.export=false"]))
+        # One epoch, no predictions.csv: the explorer is drawn from the test split's decoding alone.
+        result = train(compose(["model=transformer", "debug=smoke", "trainer.epochs=1", "tracking.export=false",
+                                "tracking.predictions=0"]))
     finally:
         os.chdir(previous[0])
         os.environ.pop("MLFLOW_TRACKING_URI") if previous[1] is None else os.environ.update(
@@ -123,9 +126,10 @@ def test_the_explorer_opens_from_disk_with_no_network_and_follows_the_pointer(ru
 
 
 def test_the_explorer_works_in_the_mlflow_ui_artifact_view(run, browser):
+    # One server worker (the default is four processes, each importing MLflow): one page asks.
     port = screenshots.free_port()
     ui = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", run["uri"], "--host",
-                           "127.0.0.1", "--port", str(port)], cwd=run["workdir"], stdout=subprocess.DEVNULL,
+                           "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=run["workdir"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
