@@ -4,12 +4,15 @@ half a second).
 
 Each command runs in a process of its own that never imported TensorFlow, Keras or MLflow: a fork of
 one warm Python process (``SERVER`` below) that has loaded what every entry point loads first
-(Hydra, OmegaConf, ``zoo.config``), so the table of about a hundred command lines costs seconds, not
+(Hydra, OmegaConf, ``zoo.config``) and checked one good command line of ``train.py`` and one of
+``evaluate.py`` (what a process does once: Hydra finds its plugins and builds its override grammar,
+the catalog reads the configs), so the table of about a hundred command lines costs seconds, not
 the minutes a hundred interpreter starts take on a shared 2-core machine. The start a user pays is
 measured too: each entry point's first command line also runs as ``python <script> <args>`` in a new
 interpreter, and the 3 s limit holds for that start (its CPU time less the same command's time in a
-fork) plus each command line's own CPU time in its fork. Wall times grow with whatever else runs on
-the machine; CPU times are what the limit holds (both are printed)."""
+fork, so the once-per-process work is in it) plus each command line's own CPU time in its fork. Wall
+times grow with whatever else runs on the machine; CPU times are what the limit holds (both are
+printed)."""
 
 import os
 import resource
@@ -53,12 +56,18 @@ run(sys.argv[1:])
 
 # One warm interpreter that forks a child per command line read from stdin (one JSON object a line:
 # argv, env, cwd and the files for the child's stdout and stderr) and answers with the child's exit
-# code and CPU seconds (os.wait4). It loads what train.py and evaluate.py load before they check.
+# code and CPU seconds (os.wait4). It loads what train.py and evaluate.py load before they check, and
+# checks a good command line of each once (the module docstring says why); then gc.freeze() keeps the
+# children's garbage collector off the parent's objects (their pages stay shared, not copied).
 SERVER = GUARD + """
-import json
+import gc, json
 import hydra, omegaconf  # noqa: F401
 import zoo.config, zoo.tracking.command_line  # noqa: F401
+zoo.config.problems([])
+zoo.config.problems([], "evaluate")
 assert not heavy(), heavy()
+gc.collect()
+gc.freeze()
 for line in sys.stdin:
     job = json.loads(line)
     pid = os.fork()
@@ -282,7 +291,8 @@ def forks(store):
     import json
 
     server = subprocess.Popen([sys.executable, "-c", SERVER], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                              stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", MLFLOW_TRACKING_URI=store["uri"]))
     outputs = store["root"] / "fork_outputs"
     outputs.mkdir(exist_ok=True)
 

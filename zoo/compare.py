@@ -45,7 +45,6 @@ from zoo.catalog import CONF_DIR
 from zoo.config import compare_problems, print_errors
 from zoo.evaluation.by_length import columns, read_csv
 from zoo.evaluation.evaluate import evaluate
-from zoo.plots import metric_by_length
 from zoo.tracking import mlflow_run, resolve_tracking_uri, use_tracking_uri
 
 COMPARISON_KIND = "comparison"
@@ -147,6 +146,8 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
     the metric over the whole split.
     """
     import mlflow
+
+    from zoo.plots import metric_by_length  # matplotlib: not for a command line that is refused
 
     uri = resolve_tracking_uri(uri)
     column = metric[len(split) + 1:] if metric.startswith(f"{split}_") else metric
