@@ -291,3 +291,21 @@ def test_a_positional_attentions_hypotheses_keep_a_repeated_memory(name):
     memory = model.hypotheses_memory(model.encode(SOURCE), 4)
     assert "hypotheses" not in memory and memory["memory"].shape[0] == 4 * len(SOURCE)
     assert beam_search(model, SOURCE, 6, beam_size=4)["nbest_ids"].shape[:2] == (len(SOURCE), 4)
+
+
+@pytest.mark.parametrize("name", ["seq2seq", "transformer"])
+def test_full_recompute_greedy_is_greedy_for_one_sentence_in_a_graph(name):
+    """zoo.decoding.full_recompute re-runs the decoder on the whole prefix each step (the bench's
+    reference for cached decoding): the same ids as greedy_decode, also for a batch of one traced in a
+    tf.function, where a recurrent decoder once failed the loop's shape check ((1, T) against (None, T))."""
+    import tensorflow as tf
+
+    from zoo.decoding.full_recompute import full_recompute_greedy
+
+    model = make(name)
+    one = SOURCE[:1]
+    ids, lengths = tf.function(lambda s: full_recompute_greedy(model, s, 5))(one)
+    expected, _, expected_lengths = greedy_decode(model, one, max_length=5)
+    np.testing.assert_array_equal(lengths.numpy(), expected_lengths.numpy())
+    for row, length in enumerate(lengths.numpy()):
+        np.testing.assert_array_equal(ids.numpy()[row, :length], expected.numpy()[row, :length])

@@ -30,8 +30,11 @@ def full_recompute_greedy(model, source, max_length, bos_id=BOS_ID, eos_id=EOS_I
         finished = tf.logical_or(finished, tf.equal(token, eos_id))
         return step + 1, tf.concat([prefix, token[:, None]], axis=1), finished, lengths
 
+    # Only the prefix's length grows; the batch keeps its static size (a recurrent decoder's own loop
+    # inside the body is traced with it, and a batch of one left unknown no longer matches it).
+    rows = source.shape[0]
     _, prefix, _, lengths = tf.while_loop(
         cond, body, (tf.constant(0), prefix, finished, lengths),
-        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None]),
-                          tf.TensorShape([None])))
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([rows, None]), tf.TensorShape([rows]),
+                          tf.TensorShape([rows])))
     return prefix[:, 1:], lengths
