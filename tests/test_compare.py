@@ -26,7 +26,15 @@ def test_table_lists_the_newest_finished_run_per_model(mlflow_store):
     assert lines[0].startswith("| model | attention | data | test_exact_match")
     rows = [line.split(" | ") for line in lines[2:]]
     assert [(r[0].strip("| "), r[1], r[3]) for r in rows] == [("bahdanau", "additive", "0.9000"), ("seq2seq", "-", "0.7000")]
+    assert [(r[5], r[6]) for r in rows] == [("20", "1,234"), ("30", "1,234")]
     assert table(experiment="nope", uri=mlflow_store) is None
+    # A run that logged its score but neither its training time nor its size (logged by hand, or by an
+    # older zoo): a dash in those columns, not a crash on MLflow's NaN.
+    with mlflow.start_run():
+        mlflow.set_tags({"zoo.model": "luong", "zoo.data": "dates"})
+        mlflow.log_metric("test_exact_match", 0.8)
+    row = next(line.split(" | ") for line in table(uri=mlflow_store).splitlines() if line.startswith("| luong"))
+    assert (row[3], row[5], row[6]) == ("0.8000", "-", "-")
 
 
 def _log_scored_run(mlflow, workdir, model, attention, hypotheses, references):

@@ -86,6 +86,15 @@ def newest_runs(experiment="attention-zoo", data=None, metric="test_exact_match"
     return out
 
 
+def _count(value) -> str:
+    """``12,345``; ``-`` for a run that did not log it (MLflow's table gives NaN)."""
+    return "-" if value is None or value != value else f"{int(value):,}"
+
+
+def _seconds(value) -> str:
+    return "-" if value is None or value != value else f"{value:.0f}"
+
+
 def _markdown(header: List[str], rows: List[List[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
@@ -108,8 +117,8 @@ def table(experiment="attention-zoo", data=None, metric="test_exact_match", all_
     rows = [[run.get("tags.zoo.model"), _attention(run), run.get("tags.zoo.data"),
              zoo.metrics.format_value(metric, run[f"metrics.{metric}"], precise=True),
              zoo.metrics.format_value("test_bleu", run.get("metrics.test_bleu")),
-             f"{run.get('metrics.train_seconds', float('nan')):.0f}",
-             f"{int(run.get('metrics.num_params', 0)):,}", run["run_id"][:8]] for run in runs]
+             _seconds(run.get("metrics.train_seconds")), _count(run.get("metrics.num_params")),
+             run["run_id"][:8]] for run in runs]
     header = ["model", "attention", "data", metric, "test_bleu", "train s", "params", "run"]
     return _markdown(header, rows)
 
@@ -179,7 +188,7 @@ def by_length(experiment="attention-zoo", data=None, metric="test_exact_match", 
             cells = {r["bin"]: r[column] for r in run_rows}
             overall = run.get(f"metrics.{split}_{column}", float("nan"))
             rows.append([label, *[spec.format(cells.get(b[2])) for b in bins], spec.format(overall),
-                         f"{run.get('metrics.train_seconds', float('nan')):.0f}", run["run_id"][:8]])
+                         _seconds(run.get("metrics.train_seconds")), run["run_id"][:8]])
         counts = {r["bin"]: r["count"] for r in next(iter(series.values()))}
         rows.append(["examples", *[str(counts.get(b[2], "")) for b in bins], "", "", ""])
         markdown = _markdown(header, rows)
@@ -411,7 +420,7 @@ def runs_table(run_ids: List[str], uri=None) -> str:
         m = run.data.metrics
         rows.append([run.info.run_name, run.data.tags.get("zoo.model", ""), run.data.tags.get("zoo.data", ""),
                      run.info.status, zoo.metrics.format_value(metric, m.get(metric), precise=True),
-                     f"{m.get('train_seconds', float('nan')):.0f}", f"{int(m.get('num_params', 0)):,}", run_id])
+                     _seconds(m.get("train_seconds")), _count(m.get("num_params")), run_id])
     return _markdown(["run", "model", "data", "status", metric, "train s", "params", "run id"], rows)
 
 
@@ -446,7 +455,7 @@ def qa_table(experiment="attention-zoo", data="story_qa", uri=None) -> Optional[
         return f"{accuracy:.3f} / {evidence:.3f}"
 
     rows = [[_label(run), *[cell(run, f"_{k}") for k in kinds], cell(run, ""),
-             f"{run.get('metrics.train_seconds', float('nan')):.0f}", f"{int(run.get('metrics.num_params', 0)):,}",
+             _seconds(run.get("metrics.train_seconds")), _count(run.get("metrics.num_params")),
              run["run_id"][:8]] for run in runs]
     return _markdown(["model", *kinds, "all", "train s", "params", "run"], rows)
 
