@@ -223,18 +223,34 @@ QA_TINY = ["model=memory_network", "data=story_qa", "data.train_size=320", "data
            "tracking.export=false", "tracking.attention_plots=0", "tracking.predictions=10"]
 
 
-def test_a_killed_story_qa_run_resumes_into_the_same_run(tmp_path, monkeypatch):
-    """The qa path (zoo/training/qa.py) checkpoints and resumes like translation: a ``python train.py``
-    SIGKILLed in epoch 2, then trainer.resume=<run id> (in this process) finishes the same run, each
-    epoch's metrics once."""
-    proc = start(tmp_path, QA_TINY)
-    freeze_when(proc, inside_epoch(tmp_path, 2), "a checkpoint inside epoch 2")
-    kill(proc, signal.SIGKILL)
-    proc.wait(timeout=60)
+def test_a_stopped_story_qa_run_resumes_mid_epoch_into_the_same_run(tmp_path, monkeypatch):
+    """The qa path (zoo/training/qa.py) checkpoints and resumes like translation: a run stopped inside
+    epoch 2, then trainer.resume=<run id> finishes the same run, each epoch's metrics once. Both in this
+    process: the stop is a real SIGTERM this process sends itself right after the first checkpoint inside
+    epoch 2 (so it lands there on any machine); the run's own loop defers it to the step's end, checkpoints
+    and stops. What a signal does to a ``python train.py`` (exit code, printed command, SIGKILL) is the
+    translation test's above: the lifecycle is the same for every task kind."""
+    from zoo.training import Interrupted, checkpoint
+
+    real, sent = checkpoint.Writer.save, []
+
+    def save(self, model, optimizer, state, *args, **kwargs):
+        written = real(self, model, optimizer, state, *args, **kwargs)
+        if not sent and state["epoch"] == 1 and state["step_in_epoch"] > 0:
+            sent.append(state["global_step"])
+            os.kill(os.getpid(), signal.SIGTERM)
+        return written
+
+    monkeypatch.setattr(checkpoint.Writer, "save", save)
+    with pytest.raises(Interrupted) as stopped:
+        train_here(monkeypatch, tmp_path, QA_TINY)
+    assert stopped.value.exit_code == 128 + signal.SIGTERM and "Resume with: python train.py" in str(stopped.value)
     client, (run,) = runs(tmp_path)
-    assert run.info.status == "RUNNING"
+    assert run.info.status == "KILLED"
     run_id = run.info.run_id
-    assert [step for step, _ in history(client, run_id, "val_accuracy")] == [1], "killed during epoch 2"
+    assert [step for step, _ in history(client, run_id, "val_accuracy")] == [1], "stopped during epoch 2"
+    (state,) = [s for s in checkpoint_states(tmp_path) if s["global_step"] > sent[0]]  # the stop's own
+    assert state["epoch"] == 1 and state["step_in_epoch"] > 0
 
     train_here(monkeypatch, tmp_path, [*QA_TINY, f"trainer.resume={run_id}"])
     client, found = runs(tmp_path)
