@@ -153,17 +153,13 @@ def test_cheap_imports_do_not_start_tensorflow(statement):
 
 
 def test_lazy_subpackages():
-    """``import zoo`` then ``zoo.models``/``zoo.attention`` by attribute (zoo/__init__.py's ``__getattr__``).
-    On Keras' NumPy backend: the layers and models are keras.ops only, so the lazy import is the same
-    on every backend, and the NumPy one spares the subprocess TensorFlow's start (half its CPU); the
-    TensorFlow backend imports them in-process in every layer and model test."""
-    import os
-
-    code = "import sys, zoo; print(zoo.models.names()[:1], zoo.attention.names()[:1], 'tensorflow' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, KERAS_BACKEND="numpy"))
+    """``import zoo`` then ``zoo.models``/``zoo.attention`` by attribute (zoo/__init__.py's ``__getattr__``),
+    in a fresh interpreter on the configured Keras backend. (Not on Keras' NumPy backend to spare
+    TensorFlow's start: that backend imports JAX, which requirements.txt does not install.)"""
+    code = "import zoo; print(zoo.models.names()[:1], zoo.attention.names()[:1])"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "['aoa_reader'] ['additive'] False" in result.stdout
+    assert "['aoa_reader'] ['additive']" in result.stdout
 
 
 def test_only_the_switch_imports_the_fast_package():
