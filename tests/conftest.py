@@ -26,6 +26,20 @@ def compose(overrides=(), config_name="train"):
     return compose_train(overrides, config_name)
 
 
+def built_once(make):
+    """``get(name)``: ``make(name).ensure_built()``, made on the first ask and kept, for a test file's
+    checks that only read a model (outputs, weights, decoding, saving); a test that trains or changes a
+    model makes its own."""
+    models = {}
+
+    def get(name):
+        if name not in models:
+            models[name] = make(name).ensure_built()
+        return models[name]
+
+    return get
+
+
 _template = []  # the empty store every ``empty_store`` copies, made once per test process
 
 

@@ -99,17 +99,10 @@ def make(name, **overrides):
 
 @pytest.fixture(scope="module")
 def built():
-    """Each encoder-decoder at its tiny defaults (``make(name)``), built once for this file's checks
-    that only read it (outputs, weights, decoding, saving): ``built(name)``. A test that trains or
-    changes a model makes its own."""
-    models = {}
+    """Each encoder-decoder at its tiny defaults (``make(name)``), built once for this file's read-only checks: ``built(name)``."""
+    from conftest import built_once
 
-    def get(name):
-        if name not in models:
-            models[name] = make(name).ensure_built()
-        return models[name]
-
-    return get
+    return built_once(make)
 
 
 @pytest.mark.parametrize("name", SEQ2SEQ)

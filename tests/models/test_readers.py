@@ -33,16 +33,10 @@ def make(name, **overrides):
 
 @pytest.fixture(scope="module")
 def built():
-    """Each qa model at its tiny setting (``make(name)``), built once for this file's checks that only
-    read it (outputs, masks, saving): ``built(name)``. A test that trains or changes a model makes its own."""
-    models = {}
+    """Each qa model at its tiny setting (``make(name)``), built once for this file's read-only checks: ``built(name)``."""
+    from conftest import built_once
 
-    def get(name):
-        if name not in models:
-            models[name] = make(name).ensure_built()
-        return models[name]
-
-    return get
+    return built_once(make)
 
 
 def test_every_qa_model_has_a_tiny_setting_and_a_qa_config():
