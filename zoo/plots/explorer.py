@@ -1,9 +1,7 @@
 """The attention explorer: one self-contained HTML file to look at a run's attention in a browser.
 
-``write_explorer(path, examples)`` writes ``attention/explorer.html``: plotly's JavaScript (its
-cartesian bundle, vendored in ``zoo/plots/vendor``: the page draws only heatmaps, and the full bundle
-the Python package ships would make every run's page three times larger) and the page's own few
-lines are inlined, so the file opens with no network, from disk and in the MLflow
+``write_explorer(path, examples)`` writes ``attention/explorer.html``: plotly's JavaScript and the
+page's own few lines are inlined, so the file opens with no network, from disk and in the MLflow
 UI's artifact view. For each example the reader picks a *view* (a matrix of weights with a token
 per row and per column: the decoder's attention over the source, one layer and head of a
 Transformer's self- or cross-attention or the heads' average, one hop of a memory network over the
@@ -35,9 +33,6 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 EXPLORER = "explorer.html"
-# plotly.js 4.1.1's cartesian bundle (npm: plotly.js-cartesian-dist-min, MIT, its LICENSE beside it): the
-# plotly.js release of the pinned plotly package, with only the 2-D traces (heatmap among them).
-PLOTLY_JS = Path(__file__).with_name("vendor") / "plotly-cartesian.min.js"
 
 
 def view(name: str, rows: Sequence, columns: Sequence, weights, gold: Optional[Sequence[int]] = None,
@@ -92,8 +87,10 @@ def explorer_payload(examples: Sequence[Mapping], title: str, footnote: str = ""
 def write_explorer(path, examples: Sequence[Mapping], title: str = "attention explorer", footnote: str = "") -> str:
     """Writes the self-contained explorer page of ``examples`` (see the module docstring) to
     ``path``; returns ``path``."""
+    from plotly.offline import get_plotlyjs
+
     payload = json.dumps(explorer_payload(examples, title, footnote), ensure_ascii=False)
-    page = _PAGE.format(title=html.escape(title), plotly=PLOTLY_JS.read_text(encoding="utf-8"), script=_SCRIPT,
+    page = _PAGE.format(title=html.escape(title), plotly=get_plotlyjs(), script=_SCRIPT,
                         data=payload.replace("</", "<\\/"))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(page, encoding="utf-8")
