@@ -17,11 +17,12 @@ def _label(token) -> str:
 
 
 def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence, path: str, title: str = "",
-                      footnote: str = ""):
+                      footnote: str = "", xlabel: str = "source token", ylabel: str = "output token"):
     """Saves a heatmap of ``weights [T_out, T_in]``: rows = output tokens, columns = input tokens.
 
     Padding tokens ("") are cut off both axes; ``footnote`` (e.g. the corpus attribution its
-    license requires) is printed under the plot. Returns ``path``.
+    license requires) is printed under the plot; ``xlabel``/``ylabel`` name the axes (a self-attention's
+    rows and columns are both the source). Returns ``path``.
     """
     src = [_label(t) for t in source_tokens if _label(t) != ""]
     tgt = [_label(t) for t in target_tokens if _label(t) != ""]
@@ -32,8 +33,8 @@ def attention_heatmap(weights, source_tokens: Sequence, target_tokens: Sequence,
     ax.set_xticklabels(src, rotation=90)
     ax.set_yticks(range(len(tgt)))
     ax.set_yticklabels(tgt)
-    ax.set_xlabel("source token")
-    ax.set_ylabel("output token")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     return save_heatmap(fig, ax, image, path, title, footnote, colorbar_fraction=0.04)
 
 
