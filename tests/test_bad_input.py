@@ -162,6 +162,8 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
                                                           "$ZOO_DATA_DIR (not set)", "data.path=<path to fsdd.zip>"]),
     (["data=digit_strings", "data.width=100"], ["data.width=100 and data.height=32 cannot hold 8 digits",
                                                 "data.width=156"]),
+    (["model=vision_transformer", "data=digit_strings", "model.patch_size=6"],
+     ["model.patch_size=6 does not tile the 32x160 canvas", "e.g. model.patch_size=8"]),
     (["model=transformer", "model.max_length=64"], ["model.max_length=64", "positions=learned"]),
     # What a task kind cannot train with (TRAINER_CONSTRAINTS of zoo/training/<task>.py), before TensorFlow:
     (["model=aoa_reader", "data=story_qa", "trainer.strategy=mirrored"],

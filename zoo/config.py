@@ -488,6 +488,25 @@ def declared_problems(check: "_Checker", group: str, constraints) -> None:
         check.add(line)
 
 
+def patch_problems(model, data) -> List[str]:
+    """A model cutting the image into patches (``model.patch_size``: vision_transformer) on a
+    ``data.height x data.width`` canvas: the patches must tile it, and learned positions cover their number."""
+    size, height, width = (model or {}).get("patch_size"), data.get("height"), data.get("width")
+    if not all(_is_int(v) and v > 0 for v in (size, height, width)):
+        return []  # absent, or not a positive integer: its own rule says so
+    if height % size or width % size:
+        fits = [p for p in range(1, min(height, width) + 1) if height % p == 0 and width % p == 0]
+        nearest = min(fits, key=lambda p: (abs(p - size), -p))
+        return [f"model.patch_size={size} does not tile the {height}x{width} canvas (data.height x data.width): "
+                f"expected a divisor of both; e.g. model.patch_size={nearest}."]
+    patches, max_length = (height // size) * (width // size), model.get("max_length")
+    if model.get("positions") == "learned" and _is_int(max_length) and max_length < patches:
+        return [f"model.max_length={max_length} is too small for learned positions over the {patches} patches of "
+                f"{size}x{size} pixels of a {height}x{width} canvas; e.g. model.max_length={patches} or a larger "
+                f"model.patch_size."]
+    return []
+
+
 def data_problems(check: "_Checker") -> None:
     """Data keys checkable without reading the data: files that must exist, sizes, names."""
     data = check.cfg.get("data")
@@ -503,6 +522,8 @@ def data_problems(check: "_Checker") -> None:
                                                                           "max_gap")))
             if canvas:
                 check.add(canvas)
+            for line in patch_problems(check.cfg.get("model"), data):  # model.patch_size must tile the canvas
+                check.add(line)
         if "test_min_length" in data or "test_max_length" in data:
             for line in test_length_problems(OmegaConf.to_container(data, resolve=True)):
                 check.add(line)
