@@ -4,4 +4,8 @@
   grid's annotation vectors, the gating scalar, the deep output layer and the doubly stochastic
   penalty), as a ``Seq2SeqModel`` whose source is an image ``uint8 [B, H, W]``, so greedy and beam
   search (``zoo.decoding``) read digit strings from it unchanged.
+- ``vision_transformer``: Dosovitskiy et al. 2021's patches ``x_p E + E_pos`` as the tokens of the zoo
+  Transformer's encoder, its decoder writing the string with cross-attention over the patches; the
+  attention over the image is that cross-attention traced back through the encoder by attention rollout
+  (Abnar & Zuidema 2020, ``rollout``).
 """
