@@ -12,10 +12,10 @@ the same test example for every attention, drawn by ``zoo.plots.attention_heatma
 
 - ``model=bahdanau``: the decoder's weights over the source as it decoded (what a run logs as
   ``attention/test_00.png``);
-- ``model=transformer``: the last encoder layer's self-attention, the heads' average, teacher-forced
-  on what the run decoded (the view ``attention/explorer.html`` shows), since the chosen attention or
-  position scheme is the encoder's and decoder's self-attention (the cross-attention is always
-  ``multi_head``).
+- ``model=transformer``: the first encoder layer's self-attention, the heads' average (the view
+  ``attention/explorer.html`` shows), since the chosen attention or position scheme is the encoder's
+  and decoder's self-attention (the cross-attention is always ``multi_head``); the first layer's,
+  where a position scheme's pattern is plainest.
 
 An attention with no such model (``kind: other``: a reader's or a memory network's part) gets no
 picture, and the script says so. Each page of the site shows its picture when the file exists
@@ -110,9 +110,7 @@ def picture(kind, data, model, model_name: str):
         return (outputs["attention"][0], outputs["source_tokens"][0], outputs["target_tokens"][0],
                 "source token", "output token", outputs["text"][0])
     views = layer_and_head_views(model, task, outputs, 1)[0]
-    last = max(i for i, v in enumerate(views) if v["name"].startswith("encoder self-attention")
-               and v["name"].endswith("heads' average"))
-    v = views[last]
+    v = next(v for v in views if v["name"] == "encoder self-attention, layer 1, heads' average")
     return v["weights"], v["columns"], v["rows"], "key (source token)", "query (source token)", outputs["text"][0]
 
 
@@ -127,7 +125,7 @@ def draw(name: str, kind: str, steps: int, out: Path) -> Path:
         metrics, run_kind, data, model = train_keeping_model(compose_train(args, "train"))
         weights, columns, rows, xlabel, ylabel, decoded = picture(run_kind, data, model, model_name)
         source, reference = (data.task.splits["test"][i][EXAMPLE] for i in (0, 1))
-        what = "last encoder layer's self-attention, heads' average" if model_name == "transformer" else \
+        what = "first encoder layer's self-attention, heads' average" if model_name == "transformer" else \
             "decoder attention over the source"
         title = (f"{name} in model={model_name}, data=dates, {steps} steps "
                  f"(test exact match {metrics['test_exact_match']:.2f})\n{what}\n"
@@ -176,17 +174,25 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in every]
     if unknown:
         parser.error(f"not registered attentions: {', '.join(unknown)} (registered: {', '.join(every)})")
+    failed = []
     for name in names:
         if every[name] not in MODELS:
             print(f"{name}: no picture (kind {every[name]}: no model=bahdanau/luong/transformer path; "
                   "the models built on it log their own attention)", flush=True)
             continue
         started = time.process_time(), time.perf_counter()
-        path = draw(name, every[name], args.steps, Path(args.out))
+        try:
+            path = draw(name, every[name], args.steps, Path(args.out))
+        except Exception as error:  # one attention's failure does not cost the others their pictures
+            print(f"{name}: FAILED, no picture: {type(error).__name__}: {error}", flush=True)
+            failed.append(name)
+            continue
         cpu, wall = time.process_time() - started[0], time.perf_counter() - started[1]
         size = path.stat().st_size // 1024
         print(f"{name}: {cpu:.0f} s CPU, {wall:.0f} s wall, wrote {path} ({size} KB)", flush=True)
-    return 0
+    if failed:
+        print(f"failed: {', '.join(failed)}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
