@@ -3,14 +3,15 @@
     nice -n 19 python scripts/heatmaps.py [--only additive,rotary] [--steps 300] [--out docs/site/heatmaps]
 
 For every registered attention that can drive a model (the site's USAGE, ``scripts/mkdocs_hooks.py``:
-an alignment attention in ``model=bahdanau``, a self-attention kind with ``model=transformer
+an alignment attention in ``model=bahdanau`` (``model=luong`` for the plain dot products, whose query
+and key must be equally wide), a self-attention kind with ``model=transformer
 model.attention=<name>``, a position scheme with ``model=transformer model.positions=<name>``), one
 short real run on ``data=dates`` in this process, through the project's own lifecycle
 (``zoo.training.train``; tracking to a throwaway SQLite store, nothing exported), then one heatmap of
 the same test example for every attention, drawn by ``zoo.plots.attention_heatmap`` into
 ``<out>/<name>.png``:
 
-- ``model=bahdanau``: the decoder's weights over the source as it decoded (what a run logs as
+- ``model=bahdanau`` or ``luong``: the decoder's weights over the source as it decoded (what a run logs as
   ``attention/test_00.png``);
 - ``model=transformer``: the first encoder layer's self-attention, the heads' average (the view
   ``attention/explorer.html`` shows), since the chosen attention or position scheme is the encoder's
@@ -55,6 +56,21 @@ MODELS = {
 }
 
 
+# Alignment attentions whose score needs the query and the key to be equally wide (a plain dot product)
+# run in model=luong, whose decoder state is as wide as the encoder's memory; model=bahdanau's
+# bidirectional encoder states are twice its decoder state.
+SAME_WIDTH = {"dot", "scaled_dot"}
+LUONG = ("luong", ["model.embed_dim=32", "model.hidden_size=64", "model.dropout=0.0"], "model.attention")
+
+
+def model_of(name: str, kind: str):
+    """``(model, [its size overrides], the key that picks the attention)`` of ``name``'s run; None
+    when no model runs with it (``kind: other``)."""
+    if kind == "alignment" and name in SAME_WIDTH:
+        return LUONG
+    return MODELS.get(kind)
+
+
 def kinds():
     """``{name: kind}`` of every registered attention (its ``conf/attention/<name>.yaml`` ``kind``),
     read as the site's hook reads them."""
@@ -73,7 +89,7 @@ def command(name: str) -> str:
 
 def overrides(name: str, kind: str, steps: int, store: str):
     """The ``train.py`` overrides of ``name``'s run: ``(model, [overrides])``."""
-    model, sizes, key = MODELS[kind]
+    model, sizes, key = model_of(name, kind)
     return model, [f"model={model}", *COMMON, *sizes, f"{key}={name}", f"trainer.steps_per_epoch={steps}",
                    f"tracking.uri=sqlite:///{store}/mlflow.db", "tracking.experiment=heatmaps",
                    f"trainer.checkpoint_dir={store}/checkpoints"]
@@ -106,7 +122,7 @@ def picture(kind, data, model, model_name: str):
     task = data.task
     source = task.splits["test"][0][EXAMPLE]
     outputs = translate_batched(kind.translator(data, model).translate, [source])
-    if model_name == "bahdanau":
+    if model_name != "transformer":
         return (outputs["attention"][0], outputs["source_tokens"][0], outputs["target_tokens"][0],
                 "source token", "output token", outputs["text"][0])
     views = layer_and_head_views(model, task, outputs, 1)[0]
@@ -176,7 +192,7 @@ def main(argv=None) -> int:
         parser.error(f"not registered attentions: {', '.join(unknown)} (registered: {', '.join(every)})")
     failed = []
     for name in names:
-        if every[name] not in MODELS:
+        if model_of(name, every[name]) is None:
             print(f"{name}: no picture (kind {every[name]}: no model=bahdanau/luong/transformer path; "
                   "the models built on it log their own attention)", flush=True)
             continue
