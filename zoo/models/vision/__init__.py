@@ -8,4 +8,8 @@
   Transformer's encoder, its decoder writing the string with cross-attention over the patches; the
   attention over the image is that cross-attention traced back through the encoder by attention rollout
   (Abnar & Zuidema 2020, ``rollout``).
+- ``recurrent_attention``: Mnih et al. 2014's recurrent attention model, read as Ba et al. 2015's
+  multi-object reader: a multi-scale retina at locations drawn from a Gaussian policy trained by
+  REINFORCE (learned baseline), an LSTM core fed the previous digit, one digit every few glimpses; its
+  attention map the glimpses' boxes on a grid.
 """
