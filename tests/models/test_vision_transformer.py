@@ -107,9 +107,9 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(built):
 
 
 def test_every_position_option_decodes_as_it_teacher_forces():
-    """The Transformer's positions over the patch sequence (added, or inside self-attention): each step of
-    the cached decoder gives teacher forcing's logits."""
-    for positions in ("sinusoidal", "rotary", "alibi"):
+    """The Transformer's positions over the patch sequence inside self-attention: each step of the cached
+    decoder gives teacher forcing's logits."""
+    for positions in ("rotary", "alibi"):  # in self-attention: a rotation, a bias (sinusoidal: the round trip's)
         model = make(positions=positions)
         logits, _ = model.teacher_forced(IMAGES, TARGET_IN)
         memory = model.encode(IMAGES)
