@@ -499,9 +499,11 @@ def patch_problems(model, data) -> List[str]:
         nearest = min(fits, key=lambda p: (abs(p - size), -p))
         return [f"model.patch_size={size} does not tile the {height}x{width} canvas (data.height x data.width): "
                 f"expected a divisor of both; e.g. model.patch_size={nearest}."]
-    patches, max_length = (height // size) * (width // size), model.get("max_length")
+    rows, columns, max_length = height // size, width // size, model.get("max_length")
+    grid = model.get("grid_positions") is True  # 2-D: a learned position per row and per column of patches
+    patches, what = (max(rows, columns), "rows or columns of patches") if grid else (rows * columns, "patches")
     if model.get("positions") == "learned" and _is_int(max_length) and max_length < patches:
-        return [f"model.max_length={max_length} is too small for learned positions over the {patches} patches of "
+        return [f"model.max_length={max_length} is too small for learned positions over the {patches} {what} of "
                 f"{size}x{size} pixels of a {height}x{width} canvas; e.g. model.max_length={patches} or a larger "
                 f"model.patch_size."]
     return []

@@ -73,6 +73,23 @@ def test_the_patch_embedding_is_a_reshape_and_a_matmul_plus_positions(built):
     np.testing.assert_allclose(z0, patches @ kernel + bias + positions, rtol=1e-5, atol=1e-6)  # eq. 1
 
 
+def test_grid_positions_give_each_patch_its_rows_and_its_columns_embedding():
+    """2-D positions (Dosovitskiy et al. 2021, appendix D.4): E_pos(r, c) = [E_Y(r); E_X(c)], D/2 each: learned,
+    the table's first and last halves; sinusoidal, the sinusoids of D/2 channels of r and of c."""
+    model = make(grid_positions=True).ensure_built()
+    table = numpy_of(model.source_positions.embeddings)
+    expected = np.stack([np.concatenate([table[r, :4], table[c, 4:]]) for r in range(2) for c in range(4)])
+    np.testing.assert_allclose(numpy_of(model.grid_position_embedding(2, 4))[0], expected, rtol=1e-6)
+    z = numpy_of(model((IMAGES, TARGET_IN)))  # the model runs with them
+    assert np.all(np.isfinite(z))
+    sines = make(positions="sinusoidal", grid_positions=True)
+    pe = numpy_of(sines.source_positions(np.zeros((1, 4, 4), "float32")))[0]  # PE of D/2 = 4 channels, indices 0-3
+    expected = np.stack([np.concatenate([pe[r], pe[c]]) for r in range(2) for c in range(4)])
+    np.testing.assert_allclose(numpy_of(sines.grid_position_embedding(2, 4))[0], expected, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="positions"):
+        make(positions="rotary", grid_positions=True)
+
+
 def test_rollout_is_the_product_of_the_residual_mixed_layers(built):
     rng = np.random.default_rng(1)
     scores = rng.normal(size=(2, 2, 2, 3, 3))  # [layers, B, H, N, N]

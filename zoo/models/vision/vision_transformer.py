@@ -4,7 +4,7 @@ the zoo's Transformer encoder, its decoder writing the string; attention rollout
 import keras
 from keras import ops
 
-from zoo.checks import boolean, invalid, positive_int
+from zoo.checks import boolean, enforce, invalid, positive_int
 from zoo.models.registry import register_model
 from zoo.models.self_attention import transformer
 from zoo.models.self_attention.transformer import CONSTRAINTS as TRANSFORMER_CONSTRAINTS
@@ -22,8 +22,13 @@ OWNED_OPTIONS = TRANSFORMER_OWNED_OPTIONS
 # Transformer's (embed_dim a multiple of num_heads, ...) and the patch side's. That patch_size divides the
 # canvas, and that learned positions cover its N patches, is checked where the canvas is known: the config
 # validator (zoo.config, data=digit_strings) and the model's first look at an image (``grid_shape``).
+ADDED_POSITIONS = ("learned", "sinusoidal")  # the positions added to the patch embeddings (E_pos); 2-D with grid_positions
 CONSTRAINTS = TRANSFORMER_CONSTRAINTS + (
     {"rule": "at_least", "key": "patch_size", "min": 1, "integer": True},
+    {"rule": "one_of", "key": "positions", "values": ADDED_POSITIONS, "when": {"grid_positions": True},
+     "why": "2-D positions are added to the patch embeddings, a row's and a column's"},
+    {"rule": "even", "key": "embed_dim", "when": {"grid_positions": True},
+     "why": "2-D positions give the row and the column D/2 features each"},
 )
 
 
@@ -77,7 +82,11 @@ class VisionTransformer(TransformerSeq2Seq):
     then dropout. There is no ``[class]`` token: the decoder reads every patch. ``E_pos`` is the
     Transformer's ``positions`` over the patch sequence: ``learned`` (the paper's 1-D table; ``max_length``
     must cover ``N``), ``sinusoidal``; or positions inside self-attention (``rotary``, ``relative``, ``t5``,
-    ``alibi``: the row-major distance between patches) or ``none``.
+    ``alibi``: the row-major distance between patches) or ``none``. With ``grid_positions`` the added
+    positions are 2-D (the paper's appendix D.4): patch ``(r, c)`` gets ``E_pos = [E_Y(r); E_X(c)]``, a
+    row embedding and a column embedding of ``D/2`` features each: with ``learned``, the first and the
+    last ``D/2`` columns of the same table (``max_length`` must cover ``h`` and ``w``), with ``sinusoidal``
+    the sinusoids of ``D/2`` channels of the row and of the column index.
 
     **Encoder** (eq. 2-4): the zoo Transformer's encoder layers over ``z_0``,
     ``z'_l = MSA(LN(z_{l-1})) + z_{l-1}``, ``z_l = MLP(LN(z'_l)) + z'_l`` with ``norm_first`` (the paper's
@@ -108,6 +117,8 @@ class VisionTransformer(TransformerSeq2Seq):
             as ``TransformerSeq2Seq``'s; ``positions`` and ``max_length`` apply to the patch sequence too.
         rollout: bool, the attention over the image traced back through the encoder (``a_t R``), or the
             cross-attention ``a_t`` alone.
+        grid_positions: bool, 2-D added positions (``positions`` ``learned`` or ``sinusoidal``; an even
+            ``embed_dim``), or 1-D over the row-major patch sequence.
 
     Example:
         >>> import numpy as np
@@ -127,7 +138,7 @@ class VisionTransformer(TransformerSeq2Seq):
     def __init__(self, target_vocab_size, patch_size=8, embed_dim=64, intermediate_dim=128, num_layers=2,
                  num_heads=4, dropout=0.1, attention_dropout=0.0, positions="learned", max_length=128,
                  norm_first=True, tie_output=False, activation="gelu", num_kv_heads=None, attention_window=None,
-                 attention="multi_head", attention_options=None, rollout=True, **kwargs):
+                 attention="multi_head", attention_options=None, rollout=True, grid_positions=False, **kwargs):
         super().__init__(target_vocab_size, target_vocab_size, embed_dim=embed_dim, intermediate_dim=intermediate_dim,
                          num_layers=num_layers, num_heads=num_heads, dropout=dropout,
                          attention_dropout=attention_dropout, positions=positions, max_length=max_length,
@@ -136,6 +147,8 @@ class VisionTransformer(TransformerSeq2Seq):
                          attention_options=attention_options, **kwargs)
         self.patch_size = positive_int("patch_size", patch_size)
         self.rollout = boolean("rollout", rollout)
+        self.grid_positions = boolean("grid_positions", grid_positions)
+        enforce(CONSTRAINTS, positions=positions, embed_dim=embed_dim, grid_positions=self.grid_positions)
         self.patch_embedding = keras.layers.Dense(embed_dim, name="patch_embedding", dtype=self.dtype_policy)  # E
 
     def build(self, input_shape=None):
@@ -154,9 +167,11 @@ class VisionTransformer(TransformerSeq2Seq):
             raise invalid("patch_size", f"a divisor of the image's height {height} and width {width} (the patches "
                           f"tile it), e.g. patch_size={nearest}", size)
         h, w = height // size, width // size
-        if self.positions == "learned" and h * w > self.max_length:
-            raise invalid("max_length", f"at least the {h * w} patches of a {height}x{width} image in patches of "
-                          f"{size}x{size} (one learned position each), e.g. max_length={h * w}", self.max_length)
+        needed = max(h, w) if self.grid_positions else h * w  # a learned position per row and column, or patch
+        if self.positions == "learned" and needed > self.max_length:
+            what = f"{needed} rows or columns of patches" if self.grid_positions else f"{needed} patches"
+            raise invalid("max_length", f"at least the {what} of a {height}x{width} image in patches of {size}x{size} "
+                          f"(one learned position each), e.g. max_length={needed}", self.max_length)
         return h, w
 
     def patches(self, images):
@@ -170,10 +185,27 @@ class VisionTransformer(TransformerSeq2Seq):
         x = ops.transpose(x, (0, 1, 3, 2, 4))  # [B, h, w, P, P]
         return ops.reshape(x, (-1, h * w, size * size))
 
+    def grid_position_embedding(self, h, w):
+        """``E_pos`` ``[1, N, D]`` of 2-D positions: patch ``(r, c)``, row-major, gets ``[E_Y(r); E_X(c)]``,
+        ``D/2`` features each (Dosovitskiy et al. 2021, appendix D.4), from ``positions``' layer."""
+        half = self.embed_dim // 2
+        if self.positions == "learned":  # the table's first D/2 columns embed the row, its last D/2 the column
+            rows = self.source_positions(ops.zeros((1, h, self.embed_dim)))[..., :half]
+            columns = self.source_positions(ops.zeros((1, w, self.embed_dim)))[..., half:]
+        else:  # sinusoidal: the sinusoids of D/2 channels of the row index and of the column index
+            rows = self.source_positions(ops.zeros((1, h, half)))
+            columns = self.source_positions(ops.zeros((1, w, half)))
+        rows = ops.broadcast_to(ops.expand_dims(rows, 2), (1, h, w, half))  # [1, h, w, D/2]: E_Y(r)
+        columns = ops.broadcast_to(ops.expand_dims(columns, 1), (1, h, w, half))  # E_X(c)
+        return ops.reshape(ops.concatenate([rows, columns], axis=-1), (1, h * w, self.embed_dim))
+
     def _encode(self, source, training=None):
         """``(z_L [B, N, D], mask [B, N] (all true), encoder maps [B, H, N, N] per layer)`` of the images."""
         z = self.patch_embedding(self.patches(source))  # x_p E
-        if self.source_positions is not None:
+        if self.grid_positions:
+            z = z + ops.cast(self.grid_position_embedding(*self.grid_shape(source.shape[1], source.shape[2])),
+                             z.dtype)  # + E_pos, 2-D
+        elif self.source_positions is not None:
             z = self.source_positions(z)  # + E_pos (learned or sinusoidal; the others act in attention)
         z = self.embedding_dropout(z, training=training)
         mask = ops.ones(ops.shape(z)[:2], "bool")
@@ -239,7 +271,7 @@ class VisionTransformer(TransformerSeq2Seq):
         config = super().get_config()
         for key in ("source_vocab_size", "share_embeddings"):
             config.pop(key)
-        config.update({"patch_size": self.patch_size, "rollout": self.rollout})
+        config.update({"patch_size": self.patch_size, "rollout": self.rollout, "grid_positions": self.grid_positions})
         return config
 
 
