@@ -102,9 +102,9 @@ class VisionTransformer(TransformerSeq2Seq):
     it is traced back through the encoder to the input patches, ``a_t R`` with ``R = rollout(encoder maps)``
     (computed once per image, in ``encode``): the share of each patch of pixels in what step ``t`` read;
     otherwise ``a_t`` itself. ``decode_step`` (greedy and beam search, the SavedModel's ``read``) and
-    ``teacher_forced`` return it; ``decode_features`` keeps the Transformer's ``a_t``. Either way the rows sum to 1 and ``[B, T_out, N]`` reshapes to the grid,
-    ``[B, T_out, h, w]``, which the image task's alignment metrics and pictures read (each cell a
-    ``P x P`` block of pixels).
+    ``teacher_forced`` return it; ``decode_features`` keeps the Transformer's ``a_t``. Either way the rows
+    sum to 1 and ``[B, T_out, N]`` reshapes to the grid, ``[B, T_out, h, w]``, which the image task's
+    alignment metrics and pictures read (each cell a ``P x P`` block of pixels).
 
     Shapes: ``B`` batch, ``H x W`` image, ``P`` patch side, ``N = HW / P^2`` patches, ``D`` = ``embed_dim``,
     ``T`` output steps, ``V`` target vocabulary.
