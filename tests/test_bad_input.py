@@ -112,7 +112,7 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
     (["model=show_attend_tell", "data=digit_strings", "model.attention_mode=sharp"],
      ["model.attention_mode='sharp'", "'soft', 'hard'", "model.attention_mode=hard"]),
     (["model=recurrent_attention", "data=digit_strings", "model.location_std=0"],
-     ["model.location_std=0", "a number > 0", "default: 0.05"]),
+     ["model.location_std=0", "a number > 0", "default: 0.1"]),
     (["data=tatoeba", "data.path=/nonexistent.zip"], ["data.path=/nonexistent.zip", "does not exist"]),
     (["model=transformer_classifier", "data=listops", "data.path=/nonexistent/listops"],
      ["data.path=/nonexistent/listops", "does not exist", "basic_train.tsv"]),

@@ -144,6 +144,7 @@ def test_training_draws_locations_around_the_mean_and_adds_a_zero_valued_reinfor
     assert float(extra) == 0.0
     grads = dict(zip([v.path for v in model.trainable_variables], tape.gradient(extra, model.trainable_variables)))
     assert np.any(grads["recurrent_attention/f_l/bias"].numpy()) and np.any(grads["recurrent_attention/f_b/bias"].numpy())
+    assert np.any(grads["recurrent_attention/core_lstm/kernel"].numpy())  # the policy gradient reaches the core
     assert grads["recurrent_attention/f_y/bias"] is None  # the classifier learns from the cross-entropy only
 
 

@@ -48,12 +48,13 @@ class RecurrentAttention(Seq2SeqModel):
     **Context network** (Ba et al. sec. 3.1): ``h_0, c_0 = tanh(Linear(x_coarse))``, ``x_coarse`` the
     image resized to ``context_rows x context_cols`` by averaging (``resize``): where to look first.
 
-    **Location network** ``f_l``: ``l_t ~ N(mu_t, sigma^2 I)``, ``mu_t = tanh(Linear(sg(h_t)))``
+    **Location network** ``f_l``: ``l_t ~ N(mu_t, sigma^2 I)``, ``mu_t = tanh(Linear(h_t))``
     (``location_std = sigma``); at inference (``training`` false: validation, greedy and beam search,
     the export) ``l_t = mu_t``, so decoding is deterministic. The sensor sees ``clip(l_t, -1, 1)``
-    (the clip is part of the environment: the policy's action is the unclipped ``l_t``). ``sg`` (a
-    stop-gradient) keeps the policy gradient out of the core, which the classifier's cross-entropy
-    trains (as common implementations do; the paper lets it flow into every parameter).
+    (the clip is part of the environment: the policy's action is the unclipped ``l_t``). As in the
+    paper, the policy gradient reaches every parameter ``mu_t`` depends on (the core, the glimpse and
+    context networks: they learn to hold where to look next), the cross-entropy every parameter the
+    digits depend on.
 
     **Emission** (Ba et al. sec. 3): output step ``j`` (digit ``y_j``) takes ``N = glimpses_per_digit``
     glimpses, ``l_{j,1..N}``, each drawn from the state before it (the first from the previous digit's
@@ -110,7 +111,7 @@ class RecurrentAttention(Seq2SeqModel):
     """
 
     def __init__(self, target_vocab_size, embed_dim=16, hidden_size=128, glimpse_size=8, scales=3,
-                 glimpse_units=64, glimpses_per_digit=2, location_std=0.05, map_stride=4, context_rows=4,
+                 glimpse_units=64, glimpses_per_digit=2, location_std=0.1, map_stride=4, context_rows=4,
                  context_cols=20, **kwargs):
         super().__init__(**kwargs)
         self.target_vocab_size = positive_int("target_vocab_size", target_vocab_size)
@@ -255,8 +256,8 @@ class RecurrentAttention(Seq2SeqModel):
         image = memory["image"]
         locations, means, baselines = [], [], []
         for i in range(self.glimpses_per_digit):
-            mean = self.location(ops.stop_gradient(h))  # mu = tanh(f_l(h))
-            baselines.append(self.baseline(ops.stop_gradient(h))[:, 0])  # b = f_b(h)
+            mean = self.location(h)  # mu = tanh(f_l(h))
+            baselines.append(self.baseline(ops.stop_gradient(h))[:, 0])  # b = f_b(sg(h)): trains f_b only
             action = mean if noise is None else mean + self.location_std * noise[:, i]
             action = ops.stop_gradient(action)
             seen = ops.clip(action, -1.0, 1.0)
