@@ -7,6 +7,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Python's default, where an environment turns it off (PYTHONDONTWRITEBYTECODE): compiled modules are
+# cached in __pycache__ (git ignores it), so the xdist workers, started after this file is read, and
+# the tests' subprocesses do not each compile the package again, nor pytest rewrite every test file's
+# asserts again in every worker (measured: 6 s of CPU per worker's collection).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 # Tests compare with float64 NumPy at atol 1e-5. On a GPU (Ampere and later) float32 matmuls default
 # to TensorFloat-32, 10-bit mantissas: measured on an H100 with the JAX backend, 5 of the layer tests
 # then miss by 1e-5 to 1e-3. The suite asks for full float32 products; training keeps each backend's
@@ -112,6 +118,67 @@ def evaluate_here(monkeypatch, uri, workdir, overrides):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(workdir)
     return evaluate(compose(overrides, config_name="evaluate"))
+
+
+def train_py_here(args, cwd, env=None, printed=None):
+    """``python train.py <args>`` run in this process as its ``__main__`` block runs it (the command
+    line's expansion, its check before TensorFlow, Hydra's single run or multirun, the exit codes), in
+    ``cwd`` with ``env`` over ``os.environ`` (a ``None`` value removes a variable); returns
+    ``(exit code, everything printed)``. What it prints, Python's streams and the file descriptors
+    TensorFlow's C++ logging writes to, goes to the file ``printed`` (default ``<cwd>/printed.txt``).
+
+    For the tests whose claim is the run, not the process: a ``python train.py`` subprocess pays
+    TensorFlow's, Keras' and MLflow's imports again (about 12 s of CPU here). Signals, exit codes seen
+    by a shell, several processes at once and the checks before TensorFlow starts keep their
+    subprocesses. Hydra's singleton and the root logger (Hydra configures it for its job) are as before
+    afterwards."""
+    import logging
+    import runpy
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    cwd = Path(cwd)
+    printed = Path(printed or cwd / "printed.txt")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    # Hydra's logging.config.dictConfig shuts down every handler logging knows of: hidden from it, the
+    # worker's own handlers (pytest's; absl's, which would close its stream, pytest's capture) stay open.
+    known = logging._handlerList[:]
+    del logging._handlerList[:]
+    code = 0
+    with pytest.MonkeyPatch.context() as patch, open(printed, "w+", encoding="utf-8") as out:
+        patch.chdir(cwd)
+        patch.setattr(sys, "argv", [str(ROOT / "train.py"), *args])
+        for name, value in (env or {}).items():
+            if value is None:
+                patch.delenv(name, raising=False)
+            else:
+                patch.setenv(name, value)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        sys.stdout = sys.stderr = out
+        try:
+            runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        finally:
+            out.flush()
+            sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((1, 2), saved_fds):
+                os.dup2(saved, fd)
+                os.close(saved)
+            GlobalHydra.instance().clear()
+            for handler in root.handlers:
+                if handler not in handlers:
+                    handler.close()
+            root.handlers[:] = handlers
+            root.setLevel(level)
+            logging._handlerList[:0] = known
+        out.seek(0)
+        return code, out.read()
 
 
 def run_python(args, cwd=None, env_extra=None, timeout=600):

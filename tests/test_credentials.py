@@ -186,33 +186,21 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(server, tmp_path_factory):
-    """Every task kind trained by ``python train.py ... tracking.uri=http://zoo:<secret>@127.0.0.1:<port>``,
-    the three at once; ``{kind: (return code, everything it printed, its folder)}``."""
-    import subprocess
-    import sys
+    """Every task kind trained by ``python train.py ... tracking.uri=http://zoo:<secret>@127.0.0.1:<port>``
+    (in this process, ``train_py_here``: the run is the claim; everything it prints is captured,
+    TensorFlow's C++ log included); ``{kind: (return code, everything it printed, its folder)}``."""
+    from conftest import train_py_here
 
-    from conftest import ROOT
-
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN_ID",
-                        *CREDENTIAL_VARIABLES)}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    env.update(OTHER_SECRETS)  # secrets a user's environment holds beside the URI's: none may show either
-    started = {}
+    # secrets a user's environment holds beside the URI's: none may show either
+    env = {**{name: None for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME",
+                                      "MLFLOW_RUN_ID", *CREDENTIAL_VARIABLES)}, **OTHER_SECRETS}
+    done = {}
     for kind, overrides in KINDS.items():
         folder = tmp_path_factory.mktemp(kind)
-        command = [sys.executable, str(ROOT / "train.py"), *overrides,
-                   f"tracking.uri=http://zoo:{SECRET}@127.0.0.1:{server}", f"hydra.run.dir={folder / 'outputs'}",
-                   f"trainer.checkpoint_dir={folder / 'checkpoints'}"]
-        output = open(folder / "printed.txt", "w+")
-        started[kind] = (subprocess.Popen(command, cwd=folder, env=env, stdout=output, stderr=subprocess.STDOUT),
-                         output, folder)
-    done = {}
-    for kind, (process, output, folder) in started.items():
-        code = process.wait(timeout=900)
-        output.seek(0)
-        done[kind] = (code, output.read(), folder)
-        output.close()
+        code, printed = train_py_here([*overrides, f"tracking.uri=http://zoo:{SECRET}@127.0.0.1:{server}",
+                                       f"hydra.run.dir={folder / 'outputs'}",
+                                       f"trainer.checkpoint_dir={folder / 'checkpoints'}"], folder, env)
+        done[kind] = (code, printed, folder)
     return done
 
 

@@ -1,7 +1,8 @@
 """Sweeps as one group in MLflow: a parent run per ``python train.py -m ...``, a child per job, a summary.
 
-The statistics are checked against hand-computed values; the sweeps are real ``train.py -m``
-subprocesses into a SQLite store, read back through the MLflow client.
+The statistics are checked against hand-computed values; the sweeps are real ``train.py -m`` command
+lines (run in this process by ``train_py_here``; the joblib launcher's jobs in its own worker
+processes) into a SQLite store, read back through the MLflow client.
 """
 
 import math
@@ -10,7 +11,7 @@ import pytest
 
 from zoo.evaluation import sweep
 
-from conftest import ROOT, empty_store, run_python
+from conftest import empty_store, train_py_here
 
 
 def test_mean_std_and_95_percent_interval_are_students_t_over_the_seeds():
@@ -54,9 +55,9 @@ def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_r
     uri = empty_store(tmp_path)
     env = {"MLFLOW_TRACKING_URI": uri}
     # No attention maps or pyfunc model: nothing here reads them (zoo.compare --paired reads the saved_model/).
-    result = run_python([str(ROOT / "train.py"), "-m", "model=bahdanau,luong", "debug=smoke",
-                         "tracking.attention_plots=0", "tracking.log_pyfunc=false"], cwd=tmp_path, env_extra=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, printed = train_py_here(["-m", "model=bahdanau,luong", "debug=smoke", "tracking.attention_plots=0",
+                                   "tracking.log_pyfunc=false"], tmp_path, env)
+    assert code == 0, printed[-3000:]
     client = _client(uri)
     parent = _only_parent(client)
     assert parent.info.status == "FINISHED"
@@ -106,11 +107,11 @@ def test_a_model_sweep_is_one_parent_with_a_readable_child_per_job_and_compare_r
 def test_a_seed_sweep_in_parallel_jobs_logs_mean_std_and_interval_on_the_parent(tmp_path):
     uri = empty_store(tmp_path)
     # No keras_model/ export: nothing here reads it (tests/test_credentials.py checks the regression export).
-    result = run_python([str(ROOT / "train.py"), "-m", "experiment=nadaraya_watson", "seed=1,2,3",
-                         "trainer.verbose=0", "tracking.export=false", "hydra/launcher=joblib",
-                         "hydra.launcher.n_jobs=2"],
-                        cwd=tmp_path, env_extra={"MLFLOW_TRACKING_URI": uri})
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Hydra's joblib launcher runs the jobs in two worker processes; the sweep's parent is this process.
+    code, printed = train_py_here(["-m", "experiment=nadaraya_watson", "seed=1,2,3", "trainer.verbose=0",
+                                   "tracking.export=false", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                                  tmp_path, {"MLFLOW_TRACKING_URI": uri})
+    assert code == 0, printed[-3000:]
     client = _client(uri)
     parent = _only_parent(client)
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, evaluate_here, run_python
+from conftest import ROOT, evaluate_here, run_python, train_py_here
 from conftest import mlflow_server as start_mlflow_server
 
 
@@ -55,12 +55,13 @@ def test_mlflow_run_registry_alias_and_rerun_from_the_record_against_a_real_serv
                   ["model_uri=models:/zoo-luong@current", "log=false", "perplexity=false"])
     assert "test_exact_match" in capsys.readouterr().out
 
-    rerun = run_python([str(ROOT / "train.py"), "--from-run", run.info.run_id], cwd=tmp_path, env_extra=env)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"Re-running {run.info.run_id}: python train.py model=luong debug=smoke" in rerun.stdout
+    # `--from-run` in this process (train_py_here: `mlflow run` above is the subprocess this test needs)
+    code, printed = train_py_here(["--from-run", run.info.run_id], tmp_path, env)
+    assert code == 0, printed[-3000:]
+    assert f"Re-running {run.info.run_id}: python train.py model=luong debug=smoke" in printed
     # Logging the pyfunc model prints none of MLflow's chatter: its hint about type hints, the progress
     # bar of the SavedModel's copy into the model's folder.
-    assert "type hints" not in rerun.stderr and "Downloading artifacts" not in rerun.stderr, rerun.stderr[-3000:]
+    assert "type hints" not in printed and "Downloading artifacts" not in printed, printed[-3000:]
     again = [r for r in client.search_runs(experiments) if r.info.run_id != run.info.run_id]
     assert len(again) == 1 and again[0].info.status == "FINISHED"
     for key in ("test_exact_match", "test_chrf", "num_params"):
