@@ -4,7 +4,8 @@ and data set, plus their three index pages, written at build time from what the 
 Read without importing the package (no TensorFlow or Keras in a docs build): the registries from
 their decorators in the source (``@register_attention("name")`` then ``class``, ``@register_model``
 then the builder's ``return Class(...)``), the defaults and their comments from ``conf/``, the rest
-from the docstrings through mkdocstrings (``::: module.Class``). ``tests/test_docs_site.py`` checks
+from the docstrings through mkdocstrings (``::: module.Class``), an attention's picture on a real run
+from ``docs/site/heatmaps/`` (``scripts/heatmaps.py`` makes them). ``tests/test_docs_site.py`` checks
 that the pages and the registries agree and that ``mkdocs build --strict`` passes.
 """
 
@@ -103,7 +104,30 @@ def attention_page(name, module, cls, equation=None) -> str:
     math = f"\\[\n{equation}\n\\]\n\n" if equation else ""
     return (f"# {name}\n\n{description}\n\n{math}**Kind:** {kind} · **Configuration:** `conf/attention/{name}.yaml`\n\n"
             f"## Use it\n\n{use}\n## Configuration\n\n{table(entries, prefix)}\n"
-            f"## See what it attends to\n\n{see}\n\n## API\n\n::: {module}.{cls}\n")
+            f"## What it attends to\n\n{heatmap(name)}{see}\n\n## API\n\n::: {module}.{cls}\n")
+
+
+def heatmaps():
+    """``{name: {model, data, steps, example}}`` of the pictures ``scripts/heatmaps.py`` made
+    (``docs/site/heatmaps/heatmaps.yaml``, beside ``<name>.png``); empty when none were made."""
+    import yaml
+
+    index = ROOT / "docs" / SITE / "heatmaps" / "heatmaps.yaml"
+    return (yaml.safe_load(index.read_text(encoding="utf-8")) or {}) if index.exists() else {}
+
+
+def heatmap(name) -> str:
+    """The picture of ``name`` on a real run and its caption (the command that made it, the model,
+    data and steps), or nothing when ``docs/site/heatmaps/<name>.png`` does not exist."""
+    made = heatmaps().get(name)
+    if made is None or not (ROOT / "docs" / SITE / "heatmaps" / f"{name}.png").exists():
+        return ""
+    what = ("the first encoder layer's self-attention, the heads' average" if made["model"] == "transformer" else
+            "the decoder's weights over the source as it decoded")
+    return (f"![What {name} attends to: {what}, on a test example of {made['data']}](../heatmaps/{name}.png)\n\n"
+            f"*{what.capitalize()}: `model={made['model']}`, `data={made['data']}`, {made['steps']} training steps, "
+            f"the test example `{made['example']}`. Made by "
+            f"`python scripts/heatmaps.py --only {name} --steps {made['steps']}`.*\n\n")
 
 
 def model_page(name, module, cls, task) -> str:

@@ -14,7 +14,10 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import heatmaps  # noqa: E402
 import mkdocs_hooks  # noqa: E402
+
+PICTURES = ROOT / "docs" / "site" / "heatmaps"
 
 
 def test_the_generated_pages_are_the_registries():
@@ -37,6 +40,28 @@ def test_the_generated_pages_are_the_registries():
     assert "python train.py model=bahdanau model.attention=additive" in additive
     assert "::: zoo.models.self_attention.transformer.TransformerSeq2Seq" in pages["site/models/transformer.md"]
     assert "python train.py model=memory_network data=story_qa" in pages["site/models/memory_network.md"]
+
+
+def test_every_attention_with_a_model_has_its_picture_from_a_real_run_and_its_page_shows_it():
+    """scripts/heatmaps.py made one small PNG per attention that drives a model (bahdanau or transformer),
+    all of the same test example, and each page embeds its own with the command that made it; an
+    attention no model runs with has neither picture nor a word about one."""
+    pages, made = mkdocs_hooks.pages(), mkdocs_hooks.heatmaps()
+    with_model = {n for n, kind in heatmaps.kinds().items() if heatmaps.model_of(n, kind) is not None}
+    assert len(with_model) >= 20 and sorted(made) == sorted(with_model)
+    assert len({entry["example"] for entry in made.values()}) == 1  # one date string on every page
+    for name, kind in heatmaps.kinds().items():
+        page, png = pages[f"site/attention/{name}.md"], PICTURES / f"{name}.png"
+        if name in with_model:
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 100_000, name
+            assert made[name]["model"] == heatmaps.model_of(name, kind)[0] and made[name]["data"] == "dates"
+            assert f"](../heatmaps/{name}.png)" in page
+            assert f"`python scripts/heatmaps.py --only {name} --steps {made[name]['steps']}`" in page
+            assert f"`model={made[name]['model']}`, `data=dates`, {made[name]['steps']} training steps" in page
+        else:
+            assert not png.exists() and "heatmaps" not in page, name
+    assert sum(p.stat().st_size for p in PICTURES.glob("*.png")) < 2_000_000
+    assert mkdocs_hooks.heatmap("nowhere") == ""  # no file, no picture
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +91,11 @@ def test_mkdocs_builds_strict_with_every_page_and_nothing_from_a_network(site):
         fetched |= set(re.findall(r'<(?:script|img|link)[^>]+(?:src|href)="(https?://[^"]+)"', page.read_text("utf-8")))
     assert fetched == set()  # scripts, styles, fonts and images are all local
     assert (site / "search" / "search_index.json").exists()  # search works offline
+    for name in mkdocs_hooks.heatmaps():  # each attention page's picture is a file of the built site
+        page = site / "site" / "attention" / f"{name}.html"
+        images = re.findall(r'<img[^>]+src="([^"]+)"', page.read_text("utf-8"))
+        assert f"../heatmaps/{name}.png" in images, name
+        assert all((page.parent / src).resolve().is_file() for src in images), (name, images)
     assert list((site / "site" / "katex" / "fonts").glob("*.woff2"))
 
 
