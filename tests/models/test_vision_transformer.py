@@ -214,7 +214,7 @@ def test_vision_transformer_trains_through_the_image_lifecycle_and_its_saved_mod
     out = reader.read(tf.constant(task.splits["test"].images))
     assert [t.decode() for t in out["text"].numpy()] == [r["hypothesis"] for r in rows]
     attention = out["attention"].numpy()
-    assert attention.shape[0] == 16 and attention.shape[2:] == (task.height // 8, task.width // 8)
+    assert attention.shape[0] == 16 and attention.shape[2:] == (task.height // 16, task.width // 16)  # patch_size 16
     ids = out["ids"].numpy()
     steps = (np.cumsum(ids == 3, axis=1) - (ids == 3)) == 0  # up to and with <eos>
     np.testing.assert_allclose(attention.sum(axis=(2, 3))[steps], 1.0, atol=1e-4)

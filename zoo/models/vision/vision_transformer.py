@@ -135,7 +135,7 @@ class VisionTransformer(TransformerSeq2Seq):
         Abnar, Zuidema. Quantifying Attention Flow in Transformers. ACL 2020.
     """
 
-    def __init__(self, target_vocab_size, patch_size=8, embed_dim=64, intermediate_dim=128, num_layers=2,
+    def __init__(self, target_vocab_size, patch_size=16, embed_dim=64, intermediate_dim=128, num_layers=2,
                  num_heads=4, dropout=0.1, attention_dropout=0.0, positions="learned", max_length=128,
                  norm_first=True, tie_output=False, activation="gelu", num_kv_heads=None, attention_window=None,
                  attention="multi_head", attention_options=None, rollout=True, grid_positions=False, **kwargs):
