@@ -87,19 +87,41 @@ def equations():
     return yaml.safe_load((ROOT / "docs" / SITE / "equations.yaml").read_text(encoding="utf-8"))
 
 
+def unprojected_scores() -> tuple:
+    """``zoo.config.UNPROJECTED_SCORES`` read from the source: the scores ``h_t^T h_s`` with no weights
+    between query and memory, which need the two equally wide (not ``model=bahdanau``'s defaults)."""
+    for node in ast.parse((ROOT / "zoo" / "config.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "UNPROJECTED_SCORES":
+            return ast.literal_eval(node.value)
+    return ()
+
+
 def attention_page(name, module, cls, equation=None) -> str:
     description, entries = conf_entries(CONF / "attention" / f"{name}.yaml")
     kind = next((value for key, value, _ in entries if key == "kind"), "other")
     text, commands = USAGE.get(kind, USAGE["other"])
+    model = "bahdanau"
+    if kind == "alignment" and name in unprojected_scores():
+        text = ("An RNN decoder's attention over the encoder states, one decoding step at a time. Its score has no "
+                "weights between the decoder state and the memory, so the two must be equally wide: `luong`'s "
+                "are, and `bahdanau`'s with a one-directional encoder:")
+        commands = ["python train.py model=luong model.attention={name}",
+                    "python train.py model=bahdanau model.bidirectional=false model.attention={name}"]
+        model = "luong"
+    causal = next((value for key, value, _ in entries if key == "causal"), True)
+    if kind == "self" and str(causal).lower() == "false":
+        text = ("An encoder's self-attention (it mixes positions along the whole sequence, so it cannot be a "
+                "decoder's causal one):")
+        commands = ["python train.py model=transformer_classifier data=listops model.attention={name}"]
     entries = [e for e in entries if e[0] != "kind"]
     prefix = "model.attention_options." if kind == "alignment" else ""
     run = "\n".join(c.format(name=name) for c in commands)
     use = f"{text}\n\n```bash\n{run}\n```\n" if commands else f"{text}\n"
-    see = (f"`python train.py model=bahdanau model.attention={name} debug=smoke` logs its weights on test examples "
+    see = (f"`python train.py model={model} model.attention={name} debug=smoke` logs its weights on test examples "
            "as `attention/explorer.html` (open it from the run's artifacts in the MLflow UI)."
            if kind == "alignment" else
            f"`python train.py model=transformer model.attention={name} debug=smoke` logs every layer and head "
-           "on test examples as `attention/explorer.html`." if kind == "self" else
+           "on test examples as `attention/explorer.html`." if kind == "self" and str(causal).lower() != "false" else
            "A run of a model built on it logs its weights as `attention/explorer.html`.")
     math = f"\\[\n{equation}\n\\]\n\n" if equation else ""
     return (f"# {name}\n\n{description}\n\n{math}**Kind:** {kind} · **Configuration:** `conf/attention/{name}.yaml`\n\n"

@@ -164,6 +164,11 @@ TRAIN = [  # (arguments, strings the output must hold: the key and the value)
                                                           "$ZOO_DATA_DIR (not set)", "data.path=<path to fsdd.zip>"]),
     (["data=digit_strings", "data.width=100"], ["data.width=100 and data.height=32 cannot hold 8 digits",
                                                 "data.width=156"]),
+    # An unprojected score (h_t^T h_s) where the model's query and memory differ in width:
+    (["model=bahdanau", "model.attention=dot"], ["model.attention=dot scores h_t^T h_s", "is 128 wide and its memory "
+                                                 "256 (the bidirectional encoder's 2 x 128)", "model.bidirectional=false"]),
+    (["model=show_attend_tell", "data=digit_strings", "model.attention=local_p", "model.attention_options.scoring=scaled_dot"],
+     ["model.attention=local_p with model.attention_options.scoring=scaled_dot", "memory 64", "model.hidden_size=64"]),
     (["model=vision_transformer", "data=digit_strings", "model.patch_size=6"],
      ["model.patch_size=6 does not tile the 32x160 canvas", "e.g. model.patch_size=8"]),
     (["model=transformer", "model.max_length=64"], ["model.max_length=64", "positions=learned"]),

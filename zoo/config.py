@@ -367,6 +367,8 @@ def train_problems(cfg: DictConfig, defaults: Optional[DictConfig] = None, overr
     elif attention is not None and attention not in alignment_attentions():
         check.add(f"model.attention={attention} does not work with model {model}: "
                   f"it needs an alignment attention. Available: {', '.join(alignment_attentions())}")
+    elif attention is not None:
+        alignment_width_problems(check, model, str(attention))
     for key in ("num_kv_heads", "attention_window"):
         if key in cfg.model:
             check.positive_int(f"model.{key}", optional=True)
@@ -449,6 +451,53 @@ def task_kind_problems(check: "_Checker", model: str, task: str) -> None:
             use = f"trainer.{problem['fix']}"
         check.add(f"{key}={_spelled(problem['value'])} does not work with model={model} (task: {task}): "
                   f"{rule.get('why') or 'expected ' + problem['expected']}. Use {use}.")
+
+
+# Scores with no weights between the decoder's query h_t and the memory's h_s, h_t^T h_s (and its scaled
+# form): the two must be equally wide. The other alignment scores learn a W or a v between them.
+UNPROJECTED_SCORES = ("dot", "scaled_dot")
+
+
+def alignment_widths(model: str, cfg) -> Optional[tuple]:
+    """``(query, memory, where the memory's width comes from)``: the widths an alignment attention scores in
+    ``model`` (its ``model.*`` config), or None for a model whose widths are always equal or unknown here."""
+    if model == "bahdanau":  # the previous decoder state; the encoder's states, both directions concatenated
+        hidden = cfg.get("hidden_size")
+        twice = bool(cfg.get("bidirectional"))
+        if _is_int(hidden):
+            return hidden, hidden * (2 if twice else 1), \
+                f"the bidirectional encoder's 2 x {hidden}" if twice else "model.hidden_size"
+    if model == "show_attend_tell":  # h_{t-1}; the CNN grid's D = filters * 2^(conv_layers - 1) channels
+        hidden, filters, layers = cfg.get("hidden_size"), cfg.get("filters"), cfg.get("conv_layers")
+        if all(_is_int(v) and v > 0 for v in (hidden, filters, layers)):
+            return hidden, filters * 2 ** (layers - 1), \
+                f"the CNN grid's channels, model.filters x 2^(model.conv_layers - 1) = {filters} x {2 ** (layers - 1)}"
+    if model == "listen_attend_spell":  # the speller's state; the listener's frames, 2 x its units
+        hidden, units = cfg.get("hidden_size"), cfg.get("listener_units")
+        if _is_int(hidden) and _is_int(units):
+            return hidden, 2 * units, f"the listener's frames, 2 x model.listener_units = 2 x {units}"
+    return None
+
+
+def alignment_width_problems(check: "_Checker", model: str, attention: str) -> None:
+    """An unprojected score (``dot``, ``scaled_dot``, or a local attention scoring with one) where ``model``'s
+    query and memory differ in width: one line naming both widths and what makes them fit."""
+    scoring = check.get("model.attention_options.scoring") if attention in ("local_m", "local_p") else attention
+    if scoring not in UNPROJECTED_SCORES:
+        return
+    widths = alignment_widths(model, check.cfg.model)
+    if widths is None or widths[0] == widths[1]:
+        return
+    query, memory, source = widths
+    what = f"model.attention={attention}" + (f" with model.attention_options.scoring={scoring}"
+                                            if scoring != attention else "")
+    fixes = {"bahdanau": "model.bidirectional=false, or model=luong (its memory is model.hidden_size wide)",
+             "show_attend_tell": f"model.hidden_size={memory}",
+             "listen_attend_spell": f"model.listener_units={query // 2}" if query % 2 == 0 else
+             f"model.hidden_size={memory}"}[model]
+    check.add(f"{what} scores h_t^T h_s, so the query and the memory must be equally wide; model={model}'s query "
+              f"(model.hidden_size) is {query} wide and its memory {memory} ({source}). Use {fixes}, or an "
+              f"attention with weights between them (general, concat, additive).")
 
 
 def self_attention_problems(check: "_Checker", model: str, attention: str, overridden: Sequence[str]) -> None:
