@@ -120,6 +120,60 @@ def evaluate_here(monkeypatch, uri, workdir, overrides):
     return evaluate(compose(overrides, config_name="evaluate"))
 
 
+def greedy_agrees_with_teacher_forcing(model, sources, cells, max_length=5):
+    """Greedy decoding of ``sources`` and teacher forcing on its own output give the same ids and the
+    same attention weights, ``cells`` per step (the memory's positions), each step's summing to 1."""
+    import keras
+    import numpy as np
+
+    from zoo.decoding import greedy_decode
+
+    ids, weights, lengths = (keras.ops.convert_to_numpy(t) for t in greedy_decode(model, sources, max_length=max_length))
+    batch = len(ids)
+    assert weights.shape == (batch, ids.shape[1], cells)  # [B, T_out, cells]
+    target_in = np.concatenate([np.full((batch, 1), 2, "int32"), ids[:, :-1]], axis=1)  # <bos>, then its own
+    logits, forced = (keras.ops.convert_to_numpy(t) for t in model.teacher_forced(sources, target_in))
+    for row in range(batch):
+        n = lengths[row]
+        np.testing.assert_array_equal(logits[row, :n].argmax(-1), ids[row, :n])
+        np.testing.assert_allclose(weights[row, :n], forced[row, :n], atol=1e-5)
+        np.testing.assert_allclose(weights[row, :n].sum(-1), 1.0, atol=1e-5)
+
+
+IMAGE_METRICS = ("test_exact_match", "test_digit_error_rate", "test_alignment_accuracy", "test_alignment_mass")
+
+
+def image_run_reads_as_scored(overrides, uri, workdir):
+    """Trains an image model (``overrides``) in this process into the store ``uri`` (the caller's working
+    directory ``workdir``, e.g. ``mlflow_store``'s): the run FINISHED with the image task's test metrics
+    logged as ``train`` returned them, and its SavedModel's ``read`` gives the test images the texts the run
+    scored (its ``predictions.csv``). Returns ``(run's metrics, read's attention, read's ids, the task)``."""
+    import csv
+
+    import mlflow
+    import pytest
+    import tensorflow as tf
+
+    from zoo.data import load_task
+    from zoo.training import train
+
+    result = train(compose(overrides))
+    run = mlflow.MlflowClient(uri).get_run(result["run_id"])
+    model = next(o.partition("=")[2] for o in overrides if o.startswith("model="))
+    assert run.info.status == "FINISHED" and run.data.params["model.name"] == model
+    metrics = run.data.metrics
+    for key in IMAGE_METRICS:
+        assert key in metrics and metrics[key] == pytest.approx(result[key], nan_ok=True), key
+    art = Path(mlflow.artifacts.download_artifacts(run_id=result["run_id"], dst_path=str(Path(workdir) / "art"),
+                                                   tracking_uri=uri))
+    rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
+    task = load_task(compose(overrides).data)
+    reader = tf.saved_model.load(str(art / "saved_model"))
+    out = reader.read(tf.constant(task.splits["test"].images))
+    assert [t.decode() for t in out["text"].numpy()] == [r["hypothesis"] for r in rows]
+    return metrics, out["attention"].numpy(), out["ids"].numpy(), task
+
+
 def train_py_here(args, cwd, env=None, printed=None):
     """``python train.py <args>`` run in this process as its ``__main__`` block runs it (the command
     line's expansion, its check before TensorFlow, Hydra's single run or multirun, the exit codes), in

@@ -2,8 +2,6 @@
 sensor against a numpy crop, the glimpse map, REINFORCE's gradient by hand, greedy decoding as teacher
 forcing, the .keras round trip, and a smoke run through the image lifecycle with its SavedModel."""
 
-import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,10 +10,9 @@ keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 import zoo.models  # noqa: E402
-from zoo.decoding import greedy_decode  # noqa: E402
 from zoo.models.vision.recurrent_attention import correct_from, reinforce_loss  # noqa: E402
 
-from conftest import compose, empty_store  # noqa: E402
+from conftest import greedy_agrees_with_teacher_forcing, image_run_reads_as_scored  # noqa: E402
 
 VOCAB = 14  # <pad> <unk> <bos> <eos> 0-9, as data=digit_strings
 RNG = np.random.default_rng(0)
@@ -149,18 +146,7 @@ def test_training_draws_locations_around_the_mean_and_adds_a_zero_valued_reinfor
 
 
 def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(built):
-    model = built
-    ids, weights, lengths = greedy_decode(model, IMAGES, max_length=5)
-    ids, weights, lengths = ids.numpy(), weights.numpy(), lengths.numpy()
-    assert weights.shape == (3, ids.shape[1], 32)  # [B, T_out, h w]
-    target_in = np.concatenate([np.full((3, 1), 2, "int32"), ids[:, :-1]], axis=1)
-    logits, forced = model.teacher_forced(IMAGES, target_in)
-    logits, forced = keras.ops.convert_to_numpy(logits), keras.ops.convert_to_numpy(forced)
-    for row in range(3):
-        n = lengths[row]
-        np.testing.assert_array_equal(logits[row, :n].argmax(-1), ids[row, :n])
-        np.testing.assert_allclose(weights[row, :n], forced[row, :n], atol=1e-5)
-        np.testing.assert_allclose(weights[row, :n].sum(-1), 1.0, atol=1e-5)
+    greedy_agrees_with_teacher_forcing(built, IMAGES, cells=32)  # the glimpse maps' cells (policy means)
 
 
 def test_keras_file_round_trip_gives_identical_outputs(tmp_path, built):
@@ -176,30 +162,10 @@ SMOKE = ["model=recurrent_attention", "data=digit_strings", "debug=smoke", "mode
 
 
 @pytest.mark.slow
-def test_recurrent_attention_trains_through_the_image_lifecycle_and_its_saved_model_reads(tmp_path, monkeypatch):
-    import mlflow
-
-    from zoo.data import load_task
-    from zoo.training import train
-
-    uri = empty_store(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)
-    result = train(compose(SMOKE))
-    run = mlflow.MlflowClient(uri).get_run(result["run_id"])
-    assert run.info.status == "FINISHED" and run.data.params["model.name"] == "recurrent_attention"
-    metrics = run.data.metrics
-    for key in ("test_exact_match", "test_digit_error_rate", "test_alignment_accuracy", "test_alignment_mass"):
-        assert key in metrics and metrics[key] == pytest.approx(result[key], nan_ok=True), key
-    art = Path(mlflow.artifacts.download_artifacts(run_id=result["run_id"], dst_path=str(tmp_path / "art"),
-                                                   tracking_uri=uri))
-    rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
-    assert len(rows) == 16
-    # The SavedModel's read answers here as the run scored the test images: text and glimpse maps.
-    task = load_task(compose(SMOKE).data)
-    reader = tf.saved_model.load(str(art / "saved_model"))
-    out = reader.read(tf.constant(task.splits["test"].images))
-    assert [t.decode() for t in out["text"].numpy()] == [r["hypothesis"] for r in rows]
-    attention, ids = out["attention"].numpy(), out["ids"].numpy()
+def test_recurrent_attention_trains_through_the_image_lifecycle_and_its_saved_model_reads(mlflow_store, tmp_path):
+    # The run's metrics, and its SavedModel's read answering the test images as the run scored them:
+    metrics, attention, ids, task = image_run_reads_as_scored(SMOKE, mlflow_store, tmp_path)
+    assert len(ids) == 16
+    # the glimpse maps: on the map_stride grid, each digit's summing to 1
     assert attention.shape[2:] == (task.height // 4, task.width // 4)
     np.testing.assert_allclose(attention.sum(axis=(2, 3))[ids != 0], 1.0, atol=1e-4)

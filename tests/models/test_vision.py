@@ -9,6 +9,8 @@ keras = pytest.importorskip("keras")
 import zoo.models  # noqa: E402
 from zoo.decoding import greedy_decode  # noqa: E402
 
+from conftest import greedy_agrees_with_teacher_forcing  # noqa: E402
+
 VOCAB = 14  # <pad> <unk> <bos> <eos> 0-9, as data=digit_strings
 RNG = np.random.default_rng(0)
 IMAGES = RNG.integers(0, 256, size=(3, 16, 24)).astype("uint8")
@@ -96,17 +98,7 @@ def test_a_gradient_step_lowers_the_loss_on_a_fixed_batch():
 @pytest.mark.parametrize("attention", ["additive", "location_aware"])
 def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention, built):
     model = built if attention == "additive" else make(attention=attention)  # additive: make()'s
-    ids, weights, lengths = greedy_decode(model, IMAGES, max_length=5)
-    ids, weights, lengths = ids.numpy(), weights.numpy(), lengths.numpy()
-    assert weights.shape == (3, ids.shape[1], 24)  # [B, T_out, L]: the grid's cells
-    target_in = np.concatenate([np.full((3, 1), 2, "int32"), ids[:, :-1]], axis=1)
-    logits, forced = model.teacher_forced(IMAGES, target_in)
-    logits, forced = keras.ops.convert_to_numpy(logits), keras.ops.convert_to_numpy(forced)
-    for row in range(3):
-        n = lengths[row]
-        np.testing.assert_array_equal(logits[row, :n].argmax(-1), ids[row, :n])
-        np.testing.assert_allclose(weights[row, :n], forced[row, :n], atol=1e-5)
-        np.testing.assert_allclose(weights[row, :n].sum(-1), 1.0, atol=1e-5)
+    greedy_agrees_with_teacher_forcing(model, IMAGES, cells=24)  # the grid's L cells
 
 
 def test_keras_file_round_trip_gives_identical_outputs(tmp_path):

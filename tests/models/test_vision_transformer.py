@@ -3,14 +3,12 @@ width 8): shapes and masks, the patch embedding and attention rollout against nu
 teacher forcing, the .keras round trip, the fast kernels equal to the reference; a smoke run through the
 image task's lifecycle whose SavedModel reads."""
 
-import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import compose, empty_store
+from conftest import greedy_agrees_with_teacher_forcing, image_run_reads_as_scored
 
 keras = pytest.importorskip("keras")
 
@@ -112,15 +110,7 @@ def test_rollout_is_the_product_of_the_residual_mixed_layers(built):
 
 
 def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(built):
-    model = built
-    ids, weights, lengths = (numpy_of(t) for t in greedy_decode(model, IMAGES, max_length=5))
-    assert weights.shape == (3, ids.shape[1], 8)  # [B, T_out, N]: the patches
-    target_in = np.concatenate([np.full((3, 1), 2, "int32"), ids[:, :-1]], axis=1)
-    logits, forced = (numpy_of(t) for t in model.teacher_forced(IMAGES, target_in))
-    for row in range(3):
-        n = lengths[row]
-        np.testing.assert_array_equal(logits[row, :n].argmax(-1), ids[row, :n])
-        np.testing.assert_allclose(weights[row, :n], forced[row, :n], atol=1e-5)
+    greedy_agrees_with_teacher_forcing(built, IMAGES, cells=8)  # [B, T_out, N]: the patches
 
 
 def test_every_position_option_decodes_as_it_teacher_forces():
@@ -185,36 +175,14 @@ def test_the_fast_kernels_give_the_reference_features_gradients_and_decoding():
 
 
 @pytest.mark.slow
-def test_vision_transformer_trains_through_the_image_lifecycle_and_its_saved_model_reads(tmp_path, monkeypatch):
-    import mlflow
-    import tensorflow as tf
-
-    from zoo.data import load_task
-    from zoo.training import train
-
-    uri = empty_store(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)
+def test_vision_transformer_trains_through_the_image_lifecycle_and_its_saved_model_reads(mlflow_store, tmp_path):
     smoke = ["model=vision_transformer", "data=digit_strings", "debug=smoke", "model.intermediate_dim=16",
              "model.num_layers=1", "model.num_heads=2", "trainer.epochs=1"]
-    result = train(compose(smoke))
-    run = mlflow.MlflowClient(uri).get_run(result["run_id"])
-    assert run.info.status == "FINISHED" and run.data.params["model.name"] == "vision_transformer"
-    metrics = run.data.metrics
-    for key in ("test_exact_match", "test_digit_error_rate", "test_alignment_accuracy", "test_alignment_mass"):
-        assert key in metrics and metrics[key] == pytest.approx(result[key], nan_ok=True), key
+    # The run's metrics, and its SavedModel's read answering the test images as the run scored them:
+    metrics, attention, ids, task = image_run_reads_as_scored(smoke, mlflow_store, tmp_path)
     assert 0 <= metrics["test_exact_match"] <= 1 and metrics["test_digit_error_rate"] >= 0
     assert math.isfinite(metrics["train_loss"])
-    art = Path(mlflow.artifacts.download_artifacts(run_id=result["run_id"], dst_path=str(tmp_path / "art"),
-                                                   tracking_uri=uri))
-    rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
-    # The SavedModel's read answers as the run scored the test images: the same text, attention on the grid.
-    task = load_task(compose(smoke).data)
-    reader = tf.saved_model.load(str(art / "saved_model"))
-    out = reader.read(tf.constant(task.splits["test"].images))
-    assert [t.decode() for t in out["text"].numpy()] == [r["hypothesis"] for r in rows]
-    attention = out["attention"].numpy()
-    assert attention.shape[0] == 16 and attention.shape[2:] == (task.height // 16, task.width // 16)  # patch_size 16
-    ids = out["ids"].numpy()
-    steps = (np.cumsum(ids == 3, axis=1) - (ids == 3)) == 0  # up to and with <eos>
+    # attention on the patch grid (patch_size 16), each step up to and with <eos> summing to 1
+    assert attention.shape[0] == 16 and attention.shape[2:] == (task.height // 16, task.width // 16)
+    steps = (np.cumsum(ids == 3, axis=1) - (ids == 3)) == 0
     np.testing.assert_allclose(attention.sum(axis=(2, 3))[steps], 1.0, atol=1e-4)

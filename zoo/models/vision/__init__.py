@@ -1,4 +1,4 @@
-"""Models that read images: a CNN's feature grid as the memory a decoder attends over.
+"""Models that read images: a decoder attending over a grid of the image (a CNN's cells, patches, glimpses).
 
 - ``show_attend_tell``: Xu et al. 2015's soft-attention captioner (an LSTM decoder attending over the
   grid's annotation vectors, the gating scalar, the deep output layer and the doubly stochastic

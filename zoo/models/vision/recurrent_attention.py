@@ -315,11 +315,8 @@ class RecurrentAttention(Seq2SeqModel):
             self.add_loss(loss - ops.stop_gradient(loss))  # value 0, gradient L_rl's: the logged loss stays the CE
         return features if return_features else logits
 
-    def attention_grids(self, images, target_in):
-        """Teacher-forced glimpse maps ``[B, T, h, w]`` (policy means)."""
-        _, attention = self.teacher_forced_features(images, target_in, training=False)
-        h, w = self.grid_shape(*images.shape[1:3])
-        return ops.reshape(attention, (ops.shape(attention)[0], ops.shape(attention)[1], h, w))
+    # Teacher-forced glimpse maps [B, T, h, w] (policy means): show_attend_tell's, over this model's grid.
+    attention_grids = ShowAttendTell.attention_grids
 
     def get_config(self):
         config = super().get_config()
