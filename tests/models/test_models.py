@@ -128,7 +128,8 @@ def test_attention_weights_have_the_documented_shape_and_mask(name, built):
 
 @pytest.mark.parametrize("name", SEQ2SEQ)
 def test_training_steps_lower_the_loss(name):
-    model = make(name)
+    # One Transformer layer: each runs the same code (two stacked: the built model's tests above and below).
+    model = make(name, **({"num_layers": 1} if name == "transformer" else {}))
     # Eagerly: two steps cost less than tracing Keras' train function (the graph step is fit.py's, tested there).
     # Each step returns the loss before its update: ``last`` is the loss after the first update.
     model.compile(optimizer=keras.optimizers.Adam(0.01),
@@ -245,7 +246,8 @@ def test_a_model_with_only_decode_step_still_trains_and_decodes_by_its_steps(bui
 # Each variant a distinct cell, attention or decoder layout (bahdanau's default, deep_output=True, is
 # test_keras_file_round_trip_gives_identical_outputs[bahdanau] and test_greedy_decoding_...[bahdanau] above,
 # and beam search in tests/decoding/test_decoding.py; one stacked-LSTM bahdanau carries dropout and the
-# general score together).
+# general score together; the Transformer's options at one layer: two stacked layers round trip and decode
+# in test_keras_file_round_trip_gives_identical_outputs[transformer] and test_greedy_decoding_...[transformer]).
 VARIANTS = [
     ("bahdanau", {"cell": "lstm", "num_layers": 2, "dropout": 0.1, "attention": "general"}),
     ("bahdanau", {"attention": "local_m", "attention_options": {"window_size": 2}}),
@@ -256,7 +258,7 @@ VARIANTS = [
     ("luong", {"attention": "location_aware", "attention_options": {"units": 6, "filters": 2, "kernel_size": 3},
                "input_feeding": True}),
     ("seq2seq", {"cell": "lstm", "num_layers": 2, "bidirectional": True, "reverse_source": True}),
-    ("transformer", {"positions": "sinusoidal", "norm_first": True, "activation": "gelu"}),
+    ("transformer", {"positions": "sinusoidal", "norm_first": True, "activation": "gelu", "num_layers": 1}),
     ("transformer", {"positions": "learned", "tie_output": True, "num_layers": 1}),
 ]
 
