@@ -1,5 +1,7 @@
 """Every story-QA (``task: qa``) model at tiny sizes: shapes, masks, no NaN, learning, .keras round trip."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -26,6 +28,12 @@ QUESTION = np.array([[4, 5, 6], [4, 9, 0]], dtype="int32")
 ANSWER = np.array([[13], [16]], dtype="int32")
 
 
+@functools.lru_cache(maxsize=None)
+def qa_config(name):
+    """``compose_train([model=<name>, data=story_qa])``, composed once per model for this file's read-only checks."""
+    return compose_train([f"model={name}", "data=story_qa"])
+
+
 def make(name, **overrides):
     keras.utils.set_random_seed(0)
     return zoo.models.create(name, vocab_size=VOCAB, memory_size=MEMORY, **{**TINY[name], **overrides})
@@ -42,7 +50,7 @@ def built():
 def test_every_qa_model_has_a_tiny_setting_and_a_qa_config():
     assert sorted(TINY) == QA
     for name in QA:
-        assert compose_train([f"model={name}", "data=story_qa"]).model.task == "qa"
+        assert qa_config(name).model.task == "qa"
 
 
 @pytest.mark.parametrize("name", QA)
@@ -142,7 +150,7 @@ def test_aoa_reader_without_generator_answers_only_story_words():
 
 @pytest.mark.parametrize("name", QA)
 def test_config_kwargs_build_the_model(name):
-    kwargs = model_kwargs(compose_train([f"model={name}", "data=story_qa"]).model)
+    kwargs = model_kwargs(qa_config(name).model)
     assert zoo.models.create(name, vocab_size=VOCAB, memory_size=MEMORY, **kwargs).ensure_built().count_params() > 0
 
 
