@@ -42,9 +42,10 @@ def run(tmp_path_factory):
     os.environ["MLFLOW_TRACKING_URI"] = uri
     os.chdir(workdir)
     try:
-        # One epoch, no predictions.csv: the explorer is drawn from the test split's decoding alone.
-        result = train(compose(["model=transformer", "debug=smoke", "trainer.epochs=1", "tracking.export=false",
-                                "tracking.predictions=0"]))
+        # One epoch of one step, no predictions.csv: the explorer is drawn from the test split's decoding alone.
+        # One layer: its views are drawn per layer and head alike (the menu's "cross-attention, layer 1, head 2").
+        result = train(compose(["model=transformer", "debug=smoke", "model.num_layers=1", "trainer.epochs=1",
+                                "trainer.steps_per_epoch=1", "tracking.export=false", "tracking.predictions=0"]))
     finally:
         os.chdir(previous[0])
         os.environ.pop("MLFLOW_TRACKING_URI") if previous[1] is None else os.environ.update(
