@@ -274,6 +274,7 @@ def test_a_model_trains_with_a_sparse_normalizer(model, normalizer, export, tmp_
     monkeypatch.chdir(tmp_path)
     result = train(compose([f"model={model}", f"model.attention_options.normalizer={normalizer}", "debug=smoke",
                             f"tracking.export={export}", "tracking.attention_plots=0", "tracking.log_pyfunc=false",
+                            "tracking.predictions=0", "trainer.epochs=1",  # one epoch: the run, its export, its logs
                             "data.train_size=16", "data.val_size=8", "data.test_size=8",
                             f"trainer.checkpoint_dir={tmp_path / 'checkpoints'}"]))
     run = mlflow.MlflowClient(uri).get_run(result["run_id"])
