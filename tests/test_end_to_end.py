@@ -1,7 +1,7 @@
 """The spine, end to end: train -> MLflow run -> SavedModel in a fresh process -> evaluate.py (as a
 subprocess where the entry point is the subject, in this process where an option is).
 
-One small real training run (a few thousand dates, three epochs) is shared by the tests.
+One small real training run (2,000 dates, three epochs) is shared by the tests.
 """
 
 import csv
@@ -15,10 +15,14 @@ from conftest import ROOT, compose, empty_store, evaluate_here
 
 pytestmark = pytest.mark.slow
 
+# A small run that learns with a margin: at the learning rate 0.01, seeds 42, 1 and 2 reached a validation
+# exact match of 0.86, 0.88 and 0.83 (the floor the first test asserts: 0.2); the default 0.003 needed
+# twice the data and a 48-wide model for 0.55, 0.54 and 0.30.
 OVERRIDES = [
-    "data.train_size=4000", "data.val_size=200", "data.test_size=200",
-    "model.embed_dim=16", "model.hidden_size=48", "trainer.epochs=3", "trainer.batch_size=64",
-    "trainer.verbose=0", "tracking.attention_plots=2", "tracking.predictions=200",
+    "data.train_size=2000", "data.val_size=100", "data.test_size=100",
+    "model.embed_dim=16", "model.hidden_size=32", "trainer.epochs=3", "trainer.batch_size=32",
+    "optimizer.learning_rate=0.01",
+    "trainer.verbose=0", "tracking.attention_plots=2", "tracking.predictions=100",
     "examples=[{source:'9 may 2018',reference:'2018-05-09'},{source:'Tue 2 Jan 1979',reference:'1979-01-02'}]",
 ]
 
@@ -50,8 +54,8 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
     params = run.data.params
-    assert params["model.name"] == "bahdanau" and params["model.hidden_size"] == "48"
-    assert params["trainer.epochs"] == "3" and params["data.train_size"] == "4000"
+    assert params["model.name"] == "bahdanau" and params["model.hidden_size"] == "32"
+    assert params["trainer.epochs"] == "3" and params["data.train_size"] == "2000"
     assert params["model.attention_options.units"] == "null"  # the attention's full config is recorded
     tags = run.data.tags
     assert tags["zoo.model"] == "bahdanau" and tags["zoo.data"] == "dates"
@@ -67,16 +71,16 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     metrics = run.data.metrics
     assert metrics["test_exact_match"] == pytest.approx(trained["result"]["test_exact_match"])
     assert 0.0 <= metrics["test_exact_match"] <= 1.0 and 0.0 <= metrics["test_bleu"] <= 100.0
-    assert metrics["val_exact_match"] > 0.2, "3 epochs on 4000 dates should learn something"
+    assert metrics["val_exact_match"] > 0.2, "3 epochs on 2000 dates should learn something"
     # The input pipeline's own time per batch against the step time (a bound, not a speed target).
     assert metrics["input_seconds_per_batch"] > 0 and metrics["train_seconds_per_step"] > 0
     assert metrics["input_wait_share_max"] == pytest.approx(
         metrics["input_seconds_per_batch"] / metrics["train_seconds_per_step"], rel=1e-6)
-    # 4000 dates in batches of 64, bucketed by length: at least 63 steps per epoch.
+    # 2000 dates in batches of 32, bucketed by length: at least 63 steps per epoch.
     assert metrics["train_seconds_per_step"] * epochs * 63 <= metrics["train_seconds"]
 
     art = trained["artifacts"]
-    assert (art / "config.yaml").read_text().count("hidden_size: 48") == 1
+    assert (art / "config.yaml").read_text().count("hidden_size: 32") == 1
     assert (art / "saved_model" / "saved_model.pb").exists()
     assert (art / "saved_model" / "assets.extra" / "config.yaml").exists()
     assert len(list((art / "attention").glob("*.png"))) == 2
@@ -86,7 +90,7 @@ def test_run_records_params_tags_metrics_and_artifacts(trained):
     assert len(explored) == 2 and explored[0]["views"][0]["columns"][-1] == "<eos>"
     assert (art / "vocab" / "source" / "vocab.txt").read_text().splitlines()[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"]
     rows = list(csv.DictReader(open(art / "predictions.csv", encoding="utf-8")))
-    assert len(rows) == 200 and set(rows[0]) == {"source", "reference", "hypothesis", "correct"}
+    assert len(rows) == 100 and set(rows[0]) == {"source", "reference", "hypothesis", "correct"}
     accuracy = sum(r["reference"] == r["hypothesis"] for r in rows) / len(rows)
     assert accuracy == pytest.approx(metrics["test_exact_match"])
 
@@ -256,10 +260,12 @@ def test_a_failing_run_is_marked_failed(mlflow_store, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk full\nsecond line")
 
-    # Fails right after training (its checkpoint written), before scoring and export: one epoch is enough.
+    # Fails right after training (its checkpoint written), before scoring and export: one epoch of one step
+    # is enough. The lifecycle is the same for every model: seq2seq, the quickest to trace.
     monkeypatch.setattr(zoo.training.lifecycle, "input_seconds_per_batch", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        train(compose(["debug=smoke", "trainer.epochs=1", "tracking.attention_plots=0"]))
+        train(compose(["model=seq2seq", "debug=smoke", "trainer.epochs=1", "trainer.steps_per_epoch=1",
+                       "tracking.attention_plots=0"]))
     mlflow.set_tracking_uri(mlflow_store)
     runs = mlflow.search_runs(experiment_names=["attention-zoo"])
     assert list(runs["status"]) == ["FAILED"]
