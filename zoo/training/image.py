@@ -70,23 +70,15 @@ def ids_to_text(ids, vocabulary) -> str:
     return "".join(out)
 
 
-def read_images(model, task, split: str, batch_size: int):
-    """Greedy decoding of a split: ``(texts [N], attention [N] of [T_out, h, w])``."""
-    import tensorflow as tf
-
-    from zoo.decoding import greedy_decode
-
+def read_images(reader, task, split: str, batch_size: int):
+    """Greedy decoding of a split through ``reader`` (an ``ImageReader``): ``(texts [N], attention [N] of
+    [T_out, h, w])``."""
     images = task.splits[split].images
-    grid = model.grid_shape(task.height, task.width)
-    decode = tf.function(lambda x: greedy_decode(model, x, task.max_target_length)[:2], reduce_retracing=True,
-                         autograph=False)
     texts, attention = [], []
     for start in range(0, len(images), batch_size):
-        ids, weights = decode(tf.constant(images[start:start + batch_size]))
-        ids, weights = ids.numpy(), weights.numpy()
-        for row, row_weights in zip(ids, weights):
-            texts.append(ids_to_text(row, task.vocabulary))
-            attention.append(row_weights.reshape(row_weights.shape[0], *grid))
+        out = reader.read(images[start:start + batch_size])
+        texts.extend(text.decode("utf-8") for text in out["text"].numpy())
+        attention.extend(out["attention"].numpy())
     return texts, attention
 
 
@@ -106,7 +98,7 @@ class ImageKind(DigitStringKind):
         return build_image_model(self.cfg, data.task)
 
     def read(self, data, model, split: str, batch_size: int):
-        return read_images(model, data.task, split, batch_size)
+        return read_images(self.exporter(data, model), data.task, split, batch_size)
 
     def gold_regions(self, data, model, split: str):
         task = data.task
@@ -135,7 +127,8 @@ class ImageKind(DigitStringKind):
 
     def exporter(self, data, model):
         """``read(images uint8 [B, H, W])`` -> text, ids, attention ``[B, T_out, h, w]``
-        (``zoo.export.image_reader``), traced anew for the export."""
+        (``zoo.export.image_reader``): made once per model, so every epoch's validation and the scoring
+        share one trace of its greedy search."""
         from zoo.export.image_reader import ImageReader
 
-        return ImageReader(model, data.task)
+        return self.module_of(model, lambda: ImageReader(model, data.task))
