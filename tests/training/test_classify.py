@@ -12,8 +12,9 @@ import pytest
 
 from conftest import compose, empty_store, evaluate_here, run_python
 
+# One encoder layer of two heads: the lifecycle, the export and the scoring are per model, not per layer.
 SMOKE = ["model=transformer_classifier", "data=listops", "debug=smoke", "data.min_length=10", "data.max_length=60",
-         "tracking.predictions=16"]
+         "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=16", "tracking.predictions=16"]
 
 
 def tiny_task_and_model():
