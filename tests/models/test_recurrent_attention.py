@@ -157,8 +157,10 @@ def test_keras_file_round_trip_gives_identical_outputs(tmp_path, built):
     assert loaded.get_config()["glimpse_size"] == 4 and loaded.grid_shape(16, 32) == (4, 8)
 
 
+# Two retina scales, not three (each scale is one more crop to trace in every step of the time loop; the
+# sensor's scales are checked against numpy above); two glimpses per digit, as the paper.
 SMOKE = ["model=recurrent_attention", "data=digit_strings", "debug=smoke", "model.hidden_size=16",
-         "model.glimpse_units=8", "model.context_cols=10", "trainer.epochs=1", "data.max_digits=4"]
+         "model.glimpse_units=8", "model.context_cols=10", "model.scales=2", "trainer.epochs=1", "data.max_digits=4"]
 
 
 @pytest.mark.slow
