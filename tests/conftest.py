@@ -280,6 +280,9 @@ def pytest_addoption(parser):
     parser.addoption("--update-durations", action="store_true",
                      help="after the run, write each test file's total seconds to tests/durations.json "
                           "(the order files are handed to the workers in)")
+    parser.addoption("--cpu-report", metavar="PATH", default=None,
+                     help="after the run, write each test's CPU seconds (its worker's and the subprocesses "
+                          "it waited for), costliest first, to PATH; print the ten costliest")
 
 
 def _file_seconds():
@@ -322,7 +325,11 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     import json
 
-    if not session.config.getoption("--update-durations") or os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if session.config.getoption("--cpu-report"):
+        _write_cpu_report(session.config.getoption("--cpu-report"))
+    if not session.config.getoption("--update-durations"):
         return
     if exitstatus != 0:
         print("\ntests/durations.json not updated: the run failed")
@@ -335,6 +342,51 @@ def pytest_sessionfinish(session, exitstatus):
     recorded = {**_file_seconds(), **{name: round(s, 1) for name, s in _spent.items()}}
     DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
     print(f"\ntests/durations.json: {len(_spent)} files, {sum(_spent.values()):.0f} s of tests")
+
+
+def _cpu_seconds():
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """``--cpu-report``: each test's CPU (setup, call and teardown), its worker's and that of the
+    subprocesses it waited for (a subprocess reaped late counts to a later test), one line per test in
+    ``<PATH>.<worker>.jsonl``; the controlling process merges them (``pytest_sessionfinish``)."""
+    path = item.config.getoption("--cpu-report")
+    if not path:
+        yield
+        return
+    import json
+
+    own, children = _cpu_seconds()
+    yield
+    own_after, children_after = _cpu_seconds()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(f"{path}.{worker}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"test": item.nodeid, "own": round(own_after - own, 2),
+                            "subprocesses": round(children_after - children, 2)}) + "\n")
+
+
+def _write_cpu_report(path: str) -> None:
+    import glob
+    import json
+
+    parts = glob.glob(glob.escape(path) + ".*.jsonl")
+    rows = [json.loads(line) for part in parts for line in Path(part).read_text(encoding="utf-8").splitlines()]
+    for part in parts:
+        os.remove(part)
+    rows.sort(key=lambda r: -(r["own"] + r["subprocesses"]))
+    total = sum(r["own"] + r["subprocesses"] for r in rows)
+    lines = [f"{r['own'] + r['subprocesses']:8.1f}  (worker {r['own']:7.1f}, subprocesses {r['subprocesses']:7.1f})  "
+             f"{r['test']}" for r in rows]
+    Path(path).write_text(f"CPU seconds per test, {len(rows)} tests, {total:.0f} s in all\n" + "\n".join(lines) + "\n",
+                          encoding="utf-8")
+    print(f"\n{path}: CPU of {len(rows)} tests, {total:.0f} s; the ten costliest:")
+    print("\n".join(lines[:10]))
 
 
 def free_port() -> int:
