@@ -21,35 +21,27 @@ OVERRIDES = ["model=transformer", "debug=smoke", "model.num_layers=1", "data.val
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["transformer"])  # the RNNs: tests/fast/test_rnn.py, layer by layer
 def test_fast_and_reference_training_end_with_the_same_losses(model, monkeypatch):
-    from training.test_fit import run_loop
+    from training.test_fit import run_loop, setup
 
     from zoo.config import flatten
     from zoo.fast.optimizers import FusedAdam
     from zoo.training import job
-    from zoo.training.data import load_data
-    from zoo.training.model import build
     from zoo.training.optimizers import Adam
-    from zoo.training.runtime import setup as runtime_setup
 
     monkeypatch.setitem(kernels._state, "mode", None)  # train() sets the mode for the process: put it back after
     overrides = [o.replace("transformer", model) for o in OVERRIDES]
-    # Each mode's config composed once: train() reads a resolved copy of it, the loop below the config itself.
-    configs = {mode: compose([*overrides, f"kernels={mode}"]) for mode in kernels.MODES}
     in_force = {}
     with monkeypatch.context() as patched:  # train() up to its lifecycle: which mode the lifecycle runs in
         patched.setattr(job.lifecycle, "run", lambda cfg, kind, on_epoch: in_force.setdefault(
             cfg.kernels, (kernels.mode(), flatten(cfg)["kernels"])))
         for mode in kernels.MODES:
-            job.train(configs[mode])
+            job.train(compose([*overrides, f"kernels={mode}"]))
     assert in_force == {mode: (mode, mode) for mode in kernels.MODES}
 
     losses = {}
     for mode in kernels.MODES:
-        with kernels.using(mode):  # as train() puts cfg.kernels in force; the loop as training.test_fit's setup
-            cfg = configs[mode]
-            runtime = runtime_setup(cfg.trainer, int(cfg.seed))
-            data = load_data(cfg, runtime.replicas)
-            network, optimizer = build(cfg, data.task, runtime)
+        with kernels.using(mode):  # as train() puts cfg.kernels in force
+            cfg, runtime, data, network, optimizer = setup([*overrides, f"kernels={mode}"])
             result, logged = run_loop(cfg, runtime, data, network, optimizer)
         # the mode was in force: the fast path's fused Adam, the reference's Keras Adam
         assert type(optimizer) is (FusedAdam if mode == "fast" else Adam) and result.traces == 1

@@ -77,7 +77,7 @@ def read_images(reader, task, split: str, batch_size: int):
     texts, attention = [], []
     for start in range(0, len(images), batch_size):
         out = reader.read(images[start:start + batch_size])
-        texts.extend(text.decode("utf-8") for text in out["text"].numpy())
+        texts.extend(ids_to_text(row, task.vocabulary) for row in out["ids"].numpy())
         attention.extend(out["attention"].numpy())
     return texts, attention
 
