@@ -180,11 +180,13 @@ def _clip_global(ctx, grads, clipnorm: float, replicas: int):
     return out
 
 
-def _eval_step(model, label_smoothing: float):
-    """``(loss, rows)`` of one validation batch, as ``fit``'s validation computed it."""
+def _eval_step(model, label_smoothing: float, spec):
+    """``(loss, rows)`` of one validation batch, as ``fit``'s validation computed it. Traced once for
+    the batches' ``spec`` (the dataset's ``element_spec``: lengths unknown), not once for the first
+    batch's shape and again for the shapes that follow."""
     import tensorflow as tf
 
-    @tf.function(reduce_retracing=True, autograph=False)
+    @tf.function(input_signature=list(spec), autograph=False)
     def step(x, y):
         nll, mask = _token_losses(model, x, y, label_smoothing, jit_compile=False, training=False)
         loss = tf.reduce_sum(nll * mask / tf.maximum(tf.reduce_sum(mask), 1.0))
@@ -223,8 +225,8 @@ def fit(model, optimizer, data, runtime, trainer, *, metric: str, val_metrics: C
     smoothing = float(trainer.get("label_smoothing") or 0.0)
     step = _train_step(model, optimizer, strategy, smoothing, trainer.clipnorm, runtime.replicas, counter,
                        bool(trainer.jit_compile))
-    eval_step = _eval_step(model, smoothing)
     val_ds = data.val_batches()
+    eval_step = _eval_step(model, smoothing, val_ds.element_spec)
     every = int(trainer.checkpoint_every_steps) if trainer.get("checkpoint_every_steps") else None
     keep = int(trainer.keep_checkpoints)
     patience = int(trainer.early_stopping_patience or 0)
