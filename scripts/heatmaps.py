@@ -32,7 +32,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -103,21 +102,12 @@ def overrides(name: str, kind: str, steps: int, store: str):
 
 
 def train_keeping_model(cfg):
-    """``zoo.training.train(cfg)``, keeping the trained model and its data: ``(metrics, kind, data, model)``.
-
-    The lifecycle scores and drops the model; here the translation kind remembers the one it scored."""
-    from zoo.training import job
+    """``zoo.training.train(cfg)``, keeping the trained model and its data (the lifecycle's ``on_model``
+    hook): ``(metrics, kind, data, model)``."""
+    from zoo.training import train
 
     kept = {}
-
-    class Keeping(job.TranslationKind):
-        def final_model(self, data, model, runtime):
-            model = super().final_model(data, model, runtime)
-            kept.update(kind=self, data=data, model=model)
-            return model
-
-    with mock.patch.object(job, "TranslationKind", Keeping):
-        metrics = job.train(cfg)
+    metrics = train(cfg, on_model=lambda kind, data, model: kept.update(kind=kind, data=data, model=model))
     return metrics, kept["kind"], kept["data"], kept["model"]
 
 

@@ -38,15 +38,16 @@ def trained(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", uri)
     mp.chdir(workdir)
+    kept = []  # the lifecycle's on_model hook: (kind, data, model)
     try:
-        result = train(compose(OVERRIDES))
+        result = train(compose(OVERRIDES), on_model=lambda *seen: kept.append(seen))
     finally:
         mp.undo()
     mlflow.set_tracking_uri(uri)
     client = mlflow.MlflowClient(uri)
     artifacts = Path(mlflow.artifacts.download_artifacts(run_id=result["run_id"], dst_path=str(workdir / "artifacts"),
                                                          tracking_uri=uri))
-    return {"result": result, "uri": uri, "client": client, "artifacts": artifacts, "workdir": workdir}
+    return {"result": result, "uri": uri, "client": client, "artifacts": artifacts, "workdir": workdir, "kept": kept}
 
 
 def test_run_records_params_tags_metrics_and_artifacts(trained):
@@ -107,6 +108,18 @@ def test_examples_are_translated_scored_and_logged(trained):
     assert [metrics["example_bleu_0"], metrics["example_bleu_1"]] == pytest.approx(scores)
     assert metrics["example_bleu_mean"] == pytest.approx(sum(scores) / 2)
     assert trained["result"]["example_bleu_mean"] == pytest.approx(metrics["example_bleu_mean"])
+
+
+def test_the_model_hook_sees_the_model_the_run_scored(trained):
+    """``train(cfg, on_model=...)`` hands over the final model once, with its kind and data: its
+    translator (the kind's, traced once for scoring and export) gives the examples the run logged."""
+    import tensorflow as tf
+
+    [(kind, data, model)] = trained["kept"]
+    rows = list(csv.DictReader(open(trained["artifacts"] / "examples.csv", encoding="utf-8")))
+    out = kind.translator(data, model).translate(tf.constant([r["source"] for r in rows]))
+    assert [t.decode() for t in out["text"].numpy()] == [r["hypothesis"] for r in rows]
+    assert model.count_params() == trained["client"].get_run(trained["result"]["run_id"]).data.metrics["num_params"]
 
 
 def test_pyfunc_model_predicts_from_a_dataframe(trained):

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import compose, empty_store, run_python
@@ -107,6 +108,19 @@ def test_show_attend_tell_trains_through_the_lifecycle_and_logs_digit_and_alignm
     grid = (task.height // 8, task.width // 8)
     assert out["attention"][0] == 16 and out["attention"][2:] == list(grid)
     assert np.allclose(out["sums"], 1.0, atol=1e-4) and "read" in out["signatures"]
+
+    # The pyfunc model reads the same images from a DataFrame: arrays, a .npy file and a PNG file.
+    import tensorflow as tf
+
+    images = task.splits["test"].images
+    model = mlflow.pyfunc.load_model(f"runs:/{result['run_id']}/model")
+    assert list(model.predict(pd.DataFrame({"image": list(images)}))) == out["text"]
+    np.save(tmp_path / "first.npy", images[0])
+    (tmp_path / "second.png").write_bytes(tf.io.encode_png(images[1][..., None]).numpy())
+    files = pd.DataFrame({"image": [str(tmp_path / "first.npy"), str(tmp_path / "second.png")]})
+    assert list(model.predict(files)) == out["text"][:2]
+    with pytest.raises(ValueError, match=rf"image row 0: shape \(8, 8\); this model reads {task.height} x {task.width}"):
+        model.predict(pd.DataFrame({"image": [np.zeros((8, 8), np.uint8)]}))
 
 
 FRESH_PROCESS = r"""

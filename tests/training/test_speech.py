@@ -119,6 +119,28 @@ def test_listen_attend_spell_trains_through_the_lifecycle_and_its_saved_model_tr
     expected = "".join(task.vocabulary[i] for i in digits if i >= 4)
     assert out["whole"] == expected
 
+    # The pyfunc model transcribes WAV files from a DataFrame, as contents and as a path.
+    import pandas as pd
+
+    (tmp_path / "second.wav").write_bytes(wav_bytes(waves[1, :num_samples[1]]))
+    served = mlflow.pyfunc.load_model(f"runs:/{result['run_id']}/model")
+    frame = pd.DataFrame({"audio": [wav_bytes(waves[0, :num_samples[0]]), str(tmp_path / "second.wav")]})
+    assert list(served.predict(frame)) == out["text"][:2]
+    with pytest.raises(ValueError, match="audio row 0: a float; give a WAV file's contents"):
+        served.predict(pd.DataFrame({"audio": [0.5]}))
+
+
+def wav_bytes(samples, rate=8000) -> bytes:
+    """A 16-bit mono WAV file of ``samples`` (floats in [-1, 1])."""
+    import io
+    import wave
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(rate)
+        f.writeframes(np.rint(samples * 32768).astype("<i2").tobytes())
+    return buffer.getvalue()
+
 
 FRESH_PROCESS = r"""
 import json, sys

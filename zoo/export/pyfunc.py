@@ -62,3 +62,20 @@ def log_reader_pyfunc(saved_dir: str) -> None:
                             "question": ["Where is Mary?"]})
     signature = infer_signature(example, pd.Series(["bathroom"], name="answer"))
     _log_model(READER_CODE, saved_dir, signature)
+
+
+IMAGE_CODE = Path(__file__).resolve().parent / "image_pyfunc_model.py"
+SPEECH_CODE = Path(__file__).resolve().parent / "speech_pyfunc_model.py"
+
+
+def log_image_pyfunc(saved_dir: str) -> None:
+    """Logs ``model/`` for an image run: a pyfunc over the SavedModel (DataFrame ``image``: canvases
+    or their files -> the digits read). No signature: a cell is an array or a path, which MLflow's
+    column types cannot say; the served code checks each and names the row."""
+    _log_model(IMAGE_CODE, saved_dir, None)
+
+
+def log_speech_pyfunc(saved_dir: str) -> None:
+    """Logs ``model/`` for a speech run: a pyfunc over the SavedModel (DataFrame ``audio``: WAV bytes or
+    paths -> the digits heard). No signature, as for images: a cell is bytes or a path."""
+    _log_model(SPEECH_CODE, saved_dir, None)

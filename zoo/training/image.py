@@ -13,7 +13,8 @@ loss of teacher forcing, plus ``model.losses``: the doubly stochastic penalty).
 
 The export is a SavedModel whose ``read(images uint8 [B, H, W])`` returns the text and the attention
 ``[B, T_out, h, w]`` (``zoo.export.image_reader``), the ``.keras`` model and the run's config in its
-``assets.extra``; no MLflow pyfunc model is logged for it yet.
+``assets.extra``; the MLflow pyfunc model over it (``tracking.log_pyfunc``) reads a DataFrame's ``image``
+column of canvases or image files (``zoo/export/image_pyfunc_model.py``).
 """
 
 from __future__ import annotations
@@ -132,3 +133,8 @@ class ImageKind(DigitStringKind):
         from zoo.export.image_reader import ImageReader
 
         return self.module_of(model, lambda: ImageReader(model, data.task))
+
+    def log_served_model(self, saved_model: str) -> None:
+        from zoo.export.pyfunc import log_image_pyfunc
+
+        log_image_pyfunc(saved_model)

@@ -34,7 +34,7 @@ def _resolve(cfg: DictConfig) -> DictConfig:
 
 
 def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], None]] = None,
-          validated: bool = False) -> Dict[str, object]:
+          validated: bool = False, on_model: Optional[lifecycle.ModelHook] = None) -> Dict[str, object]:
     """Trains ``cfg.model`` on ``cfg.data``, tracks everything in MLflow, exports the model.
 
     The stages (data -> model -> fit -> score -> export, inside the MLflow run) are the lifecycle's
@@ -42,7 +42,8 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
     ...), ``run_id``, and ``objective``: the name of the task's own metric (``test_<Task.metric>``),
     the value ``train.py`` returns. ``on_epoch(record, epoch)`` sees each epoch's record after it is
     logged; raising ``StopTraining`` there ends the run early, KILLED (``zoo.search`` prunes trials
-    this way). ``validated=True``: the caller has checked this very config (``train.py`` checks its
+    this way). ``on_model(kind, data, model)`` sees the final model before it is scored (the lifecycle's
+    hook). ``validated=True``: the caller has checked this very config (``train.py`` checks its
     command line before TensorFlow starts), so it is not checked twice.
     """
     if not validated:
@@ -78,7 +79,7 @@ def train(cfg: DictConfig, on_epoch: Optional[Callable[[Dict[str, float], int], 
         kind = SpeechKind(cfg)
     else:
         kind = TranslationKind(cfg, example_pairs)
-    return lifecycle.run(cfg, kind, on_epoch)
+    return lifecycle.run(cfg, kind, on_epoch, on_model)
 
 
 class TranslationKind(TaskKind):

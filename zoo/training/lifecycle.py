@@ -32,6 +32,7 @@ from zoo.training.signals import Interrupted, StopRequest, handle_signals
 from zoo.training.timing import input_seconds_per_batch
 
 EpochHook = Callable[[Dict[str, float], int], None]
+ModelHook = Callable[["TaskKind", object, object], None]  # (kind, data, the final model)
 
 # The trainer settings a kind cannot train with are refused before TensorFlow starts: a kind's module
 # declares them as ``TRAINER_CONSTRAINTS`` (``zoo.checks`` rules on the ``trainer.*`` keys), which the config
@@ -152,11 +153,14 @@ class TaskKind:
         return ["", summary]
 
 
-def run(cfg: DictConfig, kind: TaskKind, on_epoch: Optional[EpochHook] = None) -> Dict[str, object]:
+def run(cfg: DictConfig, kind: TaskKind, on_epoch: Optional[EpochHook] = None,
+        on_model: Optional[ModelHook] = None) -> Dict[str, object]:
     """Opens or resumes the run of ``cfg``, fits, scores, exports, logs and finishes it; ``cfg`` is valid
     and resolved. Returns the metrics of ``kind.score``, ``run_id``, ``train_seconds`` and ``objective``
     (``test_<kind.metric>``, the value ``train.py`` returns). ``on_epoch(record, epoch)`` sees each epoch's
-    record after it is logged; raising ``StopTraining`` there ends the run KILLED (how ``zoo.search`` prunes)."""
+    record after it is logged; raising ``StopTraining`` there ends the run KILLED (how ``zoo.search`` prunes).
+    ``on_model(kind, data, model)`` sees the final model, the one scored and exported, before its scoring
+    (how ``scripts/heatmaps.py`` draws a trained model's attention)."""
     started = time.perf_counter()
     with tracking_credentials(log.tracking_uri(cfg)) as uri:  # no user:password@ in any message from here on
         resume_run = None
@@ -165,12 +169,13 @@ def run(cfg: DictConfig, kind: TaskKind, on_epoch: Optional[EpochHook] = None) -
             resume.check_config(resume_run, cfg)
         runtime = setup(cfg.trainer, int(cfg.seed))  # before any other TensorFlow op
         try:
-            return _run(cfg, kind, runtime, uri, resume_run, on_epoch, started)
+            return _run(cfg, kind, runtime, uri, resume_run, on_epoch, on_model, started)
         finally:
             reset_policy()
 
 
-def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, started: float) -> Dict[str, object]:
+def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, on_model,
+         started: float) -> Dict[str, object]:
     t = cfg.trainer
     data = kind.build_data(runtime)
     model, optimizer = kind.build_model(data, runtime)
@@ -197,6 +202,8 @@ def _run(cfg, kind: TaskKind, runtime: Runtime, uri: str, resume_run, on_epoch, 
                 return {"run_id": None, "objective": None}
             log.log_metrics(kind.fit_metrics(data, fitted))
             model = kind.final_model(data, model, runtime)
+            if on_model is not None:
+                on_model(kind, data, model)
             with tempfile.TemporaryDirectory() as workdir:
                 metrics = kind.score(data, model, workdir)
                 if cfg.tracking.export:  # the one place a config is written into an export: redacted

@@ -15,7 +15,8 @@ and ``test_alignment_mass``; the test predictions go to ``predictions.csv``. The
 Validation, scoring and the export share one traced module (``TaskKind.module_of``): a
 ``zoo.export.speech_reader.SpeechReader``, whose ``transcribe(waveforms float32 [B, N])`` returns the
 text and the attention ``[B, T_out, U]``; the ``.keras`` model and the run's config go in its
-``assets.extra``; no MLflow pyfunc model is logged for it yet.
+``assets.extra``; the MLflow pyfunc model over it (``tracking.log_pyfunc``) transcribes a DataFrame's
+``audio`` column of WAV bytes or paths (``zoo/export/speech_pyfunc_model.py``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ class SpeechKind(DigitStringKind):
         from zoo.export.speech_reader import SpeechReader
 
         return self.module_of(model, lambda: SpeechReader(model, data.task))
+
+    def log_served_model(self, saved_model: str) -> None:
+        from zoo.export.pyfunc import log_speech_pyfunc
+
+        log_speech_pyfunc(saved_model)
 
     def read(self, data, model, split: str, batch_size: int):
         return transcribe_split(self.exporter(data, model), data.task, split, batch_size)
