@@ -6,6 +6,7 @@ this module logs it (with the SavedModel as its artifact) to the active run.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -37,16 +38,26 @@ def log_pyfunc(saved_dir: str) -> None:
 
 def _log_model(code: Path, saved_dir: str, signature) -> None:
     """``mlflow.pyfunc.log_model`` of ``code`` over the SavedModel, without MLflow's chatter in the
-    training output: its hints about input examples, and the progress bar of the SavedModel's copy
+    training output: its hints about input examples, the missing signature where ``signature`` is None,
+    and the progress bar of the SavedModel's copy
     into the model's folder (a local copy of a few files, labelled "Downloading artifacts")."""
     import mlflow
     from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 
+    # Without a signature (images, audio) MLflow logs a warning that it could not infer one: said once
+    # here, in the docstrings of log_image_pyfunc and log_speech_pyfunc, not in every run's output.
+    pyfunc_logger = logging.getLogger("mlflow.pyfunc")
+    level = pyfunc_logger.level
     with restored(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name), warnings.catch_warnings():
         os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
         warnings.simplefilter("ignore", UserWarning)
-        mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
-                                pip_requirements=pyfunc_requirements(), signature=signature)
+        if signature is None:
+            pyfunc_logger.setLevel(logging.ERROR)
+        try:
+            mlflow.pyfunc.log_model(name="model", python_model=str(code), artifacts={"saved_model": saved_dir},
+                                    pip_requirements=pyfunc_requirements(), signature=signature)
+        finally:
+            pyfunc_logger.setLevel(level)
 
 
 READER_CODE = Path(__file__).resolve().parent / "reader_pyfunc_model.py"
