@@ -45,14 +45,14 @@ def test_nothing_unpickles_data():
                  for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not offending, offending
     # Every MLflow pyfunc model is logged from code (a file path), not as a pickled object: log_model gets
-    # str(<path>), and the paths zoo.export.pyfunc hands it are its files SERVED_CODE and READER_CODE.
+    # str(<path>), and the paths zoo.export.pyfunc hands it are its files (translation, story QA, image, speech).
     logged = list(calls("log_model"))
     assert logged
     for path, line, call in logged:
         python_model = {k.arg: k.value for k in call.keywords}["python_model"]
         assert ast.unparse(python_model).startswith("str("), f"{path}:{line}"
     handed = [ast.unparse(call.args[0]) for _, _, call in calls("_log_model")]
-    assert sorted(handed) == ["READER_CODE", "SERVED_CODE"]
+    assert sorted(handed) == ["IMAGE_CODE", "READER_CODE", "SERVED_CODE", "SPEECH_CODE"]
 
 
 def test_a_keras_file_round_trips_in_safe_mode(tmp_path):

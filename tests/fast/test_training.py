@@ -32,7 +32,7 @@ def test_fast_and_reference_training_end_with_the_same_losses(model, monkeypatch
     overrides = [o.replace("transformer", model) for o in OVERRIDES]
     in_force = {}
     with monkeypatch.context() as patched:  # train() up to its lifecycle: which mode the lifecycle runs in
-        patched.setattr(job.lifecycle, "run", lambda cfg, kind, on_epoch: in_force.setdefault(
+        patched.setattr(job.lifecycle, "run", lambda cfg, kind, on_epoch, on_model: in_force.setdefault(
             cfg.kernels, (kernels.mode(), flatten(cfg)["kernels"])))
         for mode in kernels.MODES:
             job.train(compose([*overrides, f"kernels={mode}"]))

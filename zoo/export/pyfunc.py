@@ -39,13 +39,13 @@ def log_pyfunc(saved_dir: str) -> None:
 def _log_model(code: Path, saved_dir: str, signature) -> None:
     """``mlflow.pyfunc.log_model`` of ``code`` over the SavedModel, without MLflow's chatter in the
     training output: its hints about input examples, the missing signature where ``signature`` is None,
-    and the progress bar of the SavedModel's copy
-    into the model's folder (a local copy of a few files, labelled "Downloading artifacts")."""
+    and the progress bar of the SavedModel's copy into the model's folder (a local copy of a few files,
+    labelled "Downloading artifacts")."""
     import mlflow
     from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 
-    # Without a signature (images, audio) MLflow logs a warning that it could not infer one: said once
-    # here, in the docstrings of log_image_pyfunc and log_speech_pyfunc, not in every run's output.
+    # Without a signature (images, audio) MLflow warns that it could not infer one; why there is none is
+    # said in log_image_pyfunc's and log_speech_pyfunc's docstrings, not in every run's output.
     pyfunc_logger = logging.getLogger("mlflow.pyfunc")
     level = pyfunc_logger.level
     with restored(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name), warnings.catch_warnings():
