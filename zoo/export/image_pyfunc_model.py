@@ -9,6 +9,8 @@ of a file holding one: ``.npy``, or an image TensorFlow decodes (PNG, JPEG, BMP,
 to grey).
 """
 
+import os
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -26,8 +28,8 @@ class SavedModelImageReader(mlflow.pyfunc.PythonModel):
         self._size = (int(shape[1]), int(shape[2]))  # the canvas, [H, W]
 
     def _canvas(self, row: int, cell) -> np.ndarray:
-        if isinstance(cell, (str, bytes)) or hasattr(cell, "__fspath__"):
-            path = str(cell if not isinstance(cell, bytes) else cell.decode())
+        if isinstance(cell, str) or hasattr(cell, "__fspath__"):
+            path = os.fspath(cell)
             if path.endswith(".npy"):
                 cell = np.load(path)
             else:
